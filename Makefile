@@ -1,0 +1,56 @@
+# Stagecoach. `make help` lists the targets.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+# The machines ship Go 1.26.8; the go command fetches this toolchain from the module proxy.
+export GOTOOLCHAIN := go1.27.3
+
+CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/stagecoach
+TOOLS_DIR := $(CACHE_DIR)/tools
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GO_TEST_FLAGS ?= -race -count=1
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/stagecoach.
+	go build -trimpath -ldflags "-X github.com/stagecoach-dev/stagecoach/internal/version.Version=$(VERSION)" -o bin/stagecoach ./cmd/stagecoach
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Write deepcopy code, CRDs and RBAC from the API types and markers.
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=manifests/crds
+	$(CONTROLLER_GEN) rbac:roleName=stagecoach-controller paths=./controller/... output:rbac:artifacts:config=manifests/rbac
+
+.PHONY: verify
+verify: generate ## Fail when generated files or go.mod are stale.
+	go mod tidy -diff || { echo "go.mod/go.sum are stale: run 'go mod tidy'"; exit 1; }
+	@if [ -n "$$(git status --porcelain -- api manifests/crds manifests/rbac)" ]; then \
+		git status --porcelain -- api manifests/crds manifests/rbac; git diff --stat -- api manifests; \
+		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
+	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; fi
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver and etcd from the Go module proxy (cached outside the checkout).
+	@test/envbin/build.sh >/dev/null
+
+.PHONY: test
+test: verify vet envtest-assets ## The test command: verify generated code, vet, unit and envtest suites with -race.
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) ./... 2>&1 | tee $(CACHE_DIR)/last-test.log
+	@awk '/^(=== RUN|--- (PASS|FAIL|SKIP))/{next} {print}' /dev/null
+	@passed=$$(grep -c -- '--- PASS' $(CACHE_DIR)/last-test.log || true); failed=$$(grep -c -- '--- FAIL' $(CACHE_DIR)/last-test.log || true); \
+		echo "$$passed passed, $$failed failed"
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(TOOLS_DIR)
+	@echo "installing controller-gen $(CONTROLLER_GEN_VERSION) from the Go module proxy"
+	GOBIN=$(TOOLS_DIR)/gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS_DIR)/gobin/controller-gen $@

@@ -1,0 +1,47 @@
+package v1alpha1
+
+// Condition types of a Stage. Each appears at most once in status.conditions.
+const (
+	// ConditionReady summarises the Stage for people and for kstatus (kubectl wait --for=condition=Ready).
+	ConditionReady = "Ready"
+	// ConditionMediated is True when nothing but the promoted digest decides what the applier runs.
+	ConditionMediated = "Mediated"
+	// ConditionPromoting is True while a Promotion of the Stage is running.
+	ConditionPromoting = "Promoting"
+	// ConditionVerified is True when the current version landed and passed verification.
+	ConditionVerified = "Verified"
+	// ConditionFrozen is True while a Freeze or a foreign write holds the Stage.
+	ConditionFrozen = "Frozen"
+	// ConditionStalled is True when the Stage cannot make progress until its spec changes.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of Stage conditions. Tests and users rely on these names.
+const (
+	ReasonApplierReady         = "ApplierReady"
+	ReasonApplierUnreadable    = "ApplierUnreadable"
+	ReasonApplierUnlabelled    = "ApplierUnlabelled"
+	ReasonApplierClaimed       = "ApplierClaimed"
+	ReasonApplierMultiSource   = "ApplierMultiSource"
+	ReasonApplierNotOCI        = "ApplierNotOCI"
+	ReasonApplierNotAutomated  = "ApplierNotAutomated"
+	ReasonApplierSuspended     = "ApplierSuspended"
+	ReasonUpstreamUntrusted    = "UpstreamUntrusted"
+	ReasonUpstreamUnreadable   = "UpstreamUnreadable"
+	ReasonNotPublished         = "NotPublished"
+	ReasonSignatureInvalid     = "SignatureInvalid"
+	ReasonDependencyNotReady   = "DependencyNotReady"
+	ReasonKubernetesVersion    = "KubernetesVersion"
+	ReasonConditionNotMet      = "ConditionNotMet"
+	ReasonTemplateStampFailure = "TemplateStampFailure"
+	ReasonDeadlineExceeded     = "DeadlineExceeded"
+	ReasonRolledBack           = "RolledBack"
+	ReasonSuspended            = "Suspended"
+)
+
+// StageLabel is the label an applier must carry, set to the name of the Stage that applies through it.
+const StageLabel = "stagecoach.dev/stage"
+
+// ReconcileRequestAnnotation asks the controller to reconcile a Stage now; its value is copied to
+// status.lastHandledReconcileAt once handled.
+const ReconcileRequestAnnotation = "stagecoach.dev/requested-at"

@@ -1,0 +1,152 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PromotionAction is what a Promotion does to its Stage.
+// +kubebuilder:validation:Enum=Promote;Rollback;Freeze;Unfreeze
+type PromotionAction string
+
+const (
+	ActionPromote  PromotionAction = "Promote"
+	ActionRollback PromotionAction = "Rollback"
+	ActionFreeze   PromotionAction = "Freeze"
+	ActionUnfreeze PromotionAction = "Unfreeze"
+)
+
+// PromotionPhase is where a Promotion is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;RolledBack;Aborted
+type PromotionPhase string
+
+const (
+	PhasePending    PromotionPhase = "Pending"
+	PhaseRunning    PromotionPhase = "Running"
+	PhaseSucceeded  PromotionPhase = "Succeeded"
+	PhaseFailed     PromotionPhase = "Failed"
+	PhaseRolledBack PromotionPhase = "RolledBack"
+	PhaseAborted    PromotionPhase = "Aborted"
+)
+
+// Promotion is one operation on one Stage. Its spec never changes once created.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=promo
+// +kubebuilder:printcolumn:name="Stage",type=string,JSONPath=`.spec.stage`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version.tag`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Promotion struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the spec of a Promotion is immutable: create a new Promotion instead"
+	Spec PromotionSpec `json:"spec"`
+	// +optional
+	Status PromotionStatus `json:"status,omitempty"`
+}
+
+// PromotionSpec is the operation asked for.
+//
+// +kubebuilder:validation:XValidation:rule="self.action != 'Promote' || (has(self.version) && has(self.version.digest))",message="a Promote needs version.digest: the digest is what gets applied"
+type PromotionSpec struct {
+	// Stage is the name of the Stage, in the Promotion's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Stage string `json:"stage"`
+
+	// Action is Promote (default), Rollback, Freeze or Unfreeze.
+	// +kubebuilder:default=Promote
+	// +optional
+	Action PromotionAction `json:"action,omitempty"`
+
+	// Version to promote; for a Rollback, the version to return to (the last verified when empty).
+	// +optional
+	Version *VersionReference `json:"version,omitempty"`
+
+	// Reason, for people and the record.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// BreakGlass lets the Promotion start during a Freeze. Only members of the break-glass group
+	// may create such a Promotion, and it is recorded.
+	// +optional
+	BreakGlass bool `json:"breakGlass,omitempty"`
+}
+
+// VersionReference names a version by digest (what is applied) and tag (what people read).
+type VersionReference struct {
+	// Digest of the version's OCI artifact.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[a-f0-9]{64}$')",message="digest must look like sha256: followed by 64 lowercase hex characters"
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// Tag of the version, for example v1.2.3.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Tag string `json:"tag,omitempty"`
+}
+
+// PromotionStatus is the progress of a Promotion.
+type PromotionStatus struct {
+	// ObservedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions, at most one per type.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Phase is Pending, Running, Succeeded, Failed, RolledBack or Aborted.
+	// +optional
+	Phase PromotionPhase `json:"phase,omitempty"`
+
+	// Gates is the verdict of every gate when the Promotion was admitted.
+	// +optional
+	Gates []GateResult `json:"gates,omitempty"`
+
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
+	// +optional
+	LandedAt *metav1.Time `json:"landedAt,omitempty"`
+	// +optional
+	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// Record is the signed record of this operation.
+	// +optional
+	Record *RecordReference `json:"record,omitempty"`
+
+	// Message says what happened last, for people.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// GateResult is one gate's verdict.
+type GateResult struct {
+	Gate   string `json:"gate"`
+	Passed bool   `json:"passed"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PromotionList is a list of Promotions.
+type PromotionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Promotion `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Promotion{}, &PromotionList{})
+}

@@ -1,0 +1,665 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// StageKind is the kind name of a Stage.
+const StageKind = "Stage"
+
+// Stage is one service in one environment: which object applies its version, where its next
+// versions come from, and the gates a version must pass to get there.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=stg
+// +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.environment`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.current.version`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Stage struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec StageSpec `json:"spec"`
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status StageStatus `json:"status,omitempty"`
+}
+
+// StageSpec is the desired behaviour of a Stage.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.waves) || size(self.waves) == 0 || self.applyRef.kind == 'ApplicationSet'",message="waves are only allowed when applyRef.kind is ApplicationSet: waves roll a version out over the clusters of an ApplicationSet"
+// +kubebuilder:validation:XValidation:rule="!has(self.completion) || !(self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease'])",message="completion is only for kinds without a built-in observer: remove spec.completion, Stagecoach already knows when this applyRef.kind has landed"
+// +kubebuilder:validation:XValidation:rule="has(self.completion) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",message="spec.completion is required for an applyRef kind without a built-in observer: say how to read completion from its status (observedCompletion or observedMatches)"
+type StageSpec struct {
+	// Service names the service this Stage carries (for example payments).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Service string `json:"service"`
+
+	// Environment names the environment this Stage is (for example prod).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Environment string `json:"environment"`
+
+	// ApplyRef is the object, in the Stage's namespace, that applies the version: an Argo CD
+	// Application or ApplicationSet, a Flux OCIRepository, Kustomization or HelmRelease, or any
+	// kind whose completion can be read from its status (see completion).
+	// +required
+	ApplyRef ApplierReference `json:"applyRef"`
+
+	// Completion says how to read from the applier's status that it has finished, for kinds
+	// Stagecoach has no built-in observer for.
+	// +optional
+	Completion *CompletionRules `json:"completion,omitempty"`
+
+	// Source is where the Stage's next versions come from.
+	// +required
+	Source StageSource `json:"source"`
+
+	// Promotion holds the gates a version must pass before it is applied.
+	// +optional
+	Promotion *PromotionPolicy `json:"promotion,omitempty"`
+
+	// Verification says when an applied version counts as landed and verified.
+	// +optional
+	Verification *VerificationPolicy `json:"verification,omitempty"`
+
+	// Rollback says what happens when a promote fails.
+	// +optional
+	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+
+	// Waves roll a version out over the clusters of an ApplicationSet, wave by wave.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Waves []Wave `json:"waves,omitempty"`
+
+	// AllowPartial accepts a wave plan that leaves some clusters of the ApplicationSet out.
+	// By default such a plan is refused, since it is usually a mistake in the selectors.
+	// +optional
+	AllowPartial bool `json:"allowPartial,omitempty"`
+
+	// DependsOn lists Stages that must be Verified (at a version meeting a constraint) before
+	// this Stage promotes.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	DependsOn []StageDependency `json:"dependsOn,omitempty"`
+
+	// Suspend stops all promotion of this Stage; its status is still kept.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// ApplierReference names the object that applies a Stage's version.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",messageExpression="'applyRef.apiVersion is required for kind ' + self.kind + ': only Application, ApplicationSet, OCIRepository, Kustomization and HelmRelease are known without it'"
+type ApplierReference struct {
+	// APIVersion of the applier, for example argoproj.io/v1alpha1. Optional for the built-in kinds.
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$`
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind of the applier.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Kind string `json:"kind"`
+
+	// Name of the applier, in the Stage's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// CompletionRules read an applier's completion from its status, through gjson paths.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.observedCompletion) != has(self.observedMatches)",message="completion must set exactly one of observedCompletion or observedMatches"
+type CompletionRules struct {
+	// ObservedCompletion compares fields of the status, once status.observedGeneration equals
+	// metadata.generation.
+	// +optional
+	ObservedCompletion *ObservedCompletion `json:"observedCompletion,omitempty"`
+
+	// ObservedMatches lists spec/status field pairs that must all be equal, for kinds that report
+	// no observedGeneration.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	ObservedMatches []ObservedMatch `json:"observedMatches,omitempty"`
+}
+
+// ObservedCompletion says which status value means succeeded and which means failed.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.succeeded)",message="observedCompletion needs succeeded: failed alone cannot tell when the object finished"
+type ObservedCompletion struct {
+	// Succeeded holds when the object finished well.
+	// +optional
+	Succeeded *FieldMatch `json:"succeeded,omitempty"`
+
+	// Failed holds when the object failed; failure overrides success.
+	// +optional
+	Failed *FieldMatch `json:"failed,omitempty"`
+}
+
+// FieldMatch holds when the gjson path Key of an object reads Value.
+type FieldMatch struct {
+	// Key is a gjson path, for example status.conditions.#(type=="Ready").status.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Key string `json:"key"`
+
+	// Value is the string the path must read.
+	// +required
+	Value string `json:"value"`
+}
+
+// ObservedMatch holds when the gjson path Input (in the spec) reads the same as Output (in the status).
+type ObservedMatch struct {
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Input string `json:"input"`
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Output string `json:"output"`
+}
+
+// StageSource is where a Stage's next versions come from: exactly one of its fields.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.registry), has(self.upstream), has(self.upstreamRecords)].filter(x, x).size() == 1",message="source must set exactly one of registry, upstream or upstreamRecords"
+type StageSource struct {
+	// Registry offers the tags of an OCI repository.
+	// +optional
+	Registry *RegistrySource `json:"registry,omitempty"`
+
+	// Upstream offers the versions another Stage in this cluster has Verified.
+	// +optional
+	Upstream *UpstreamSource `json:"upstream,omitempty"`
+
+	// UpstreamRecords offers the versions another Stage's signed records show as verified,
+	// read from an OCI registry (the upstream may be in another cluster).
+	// +optional
+	UpstreamRecords *UpstreamRecordsSource `json:"upstreamRecords,omitempty"`
+}
+
+// RegistrySource lists the tags of an OCI repository.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.semver) && has(self.pattern))",message="registry may set semver or pattern, not both"
+type RegistrySource struct {
+	// Repository is the OCI repository, for example registry.example/deploy/payments.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Repository string `json:"repository"`
+
+	// Semver is a constraint tags must meet, for example ">=1.0.0".
+	// +optional
+	Semver string `json:"semver,omitempty"`
+
+	// Pattern is a regular expression tags must match.
+	// +optional
+	Pattern string `json:"pattern,omitempty"`
+
+	// Interval between two listings of the repository (default 1m).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="interval must be a duration such as 1m or 1h30m"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// SecretRef names a docker-config Secret with the credentials for the registry.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Insecure allows plain HTTP to a registry that is not on loopback.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// Verify checks every candidate's signature before it is offered.
+	// +optional
+	Verify *VerifySpec `json:"verify,omitempty"`
+}
+
+// VerifySpec says how a version's cosign signature is verified.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) || (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0)",message="verify needs secretRef (public keys) or matchOIDCIdentity (keyless identities)"
+type VerifySpec struct {
+	// Provider of the signatures; only cosign.
+	// +kubebuilder:validation:Enum=cosign
+	// +kubebuilder:default=cosign
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
+	// SecretRef names a Secret whose every *.pub key is a trusted cosign public key.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// MatchOIDCIdentity lists the keyless identities a signature may carry.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	MatchOIDCIdentity []OIDCIdentityMatch `json:"matchOIDCIdentity,omitempty"`
+}
+
+// OIDCIdentityMatch is a keyless signing identity, as regular expressions.
+type OIDCIdentityMatch struct {
+	// Issuer is a regular expression the OIDC issuer must match.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Issuer string `json:"issuer"`
+	// Subject is a regular expression the certificate subject must match.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Subject string `json:"subject"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+}
+
+// UpstreamSource names a Stage in this cluster whose Verified versions this Stage takes.
+type UpstreamSource struct {
+	// Stage is the upstream Stage's name.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Stage string `json:"stage"`
+
+	// Namespace of the upstream Stage; this Stage's namespace when empty.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// UpstreamRecordsSource follows another Stage through its signed records.
+type UpstreamRecordsSource struct {
+	// Repository holds the records, for example registry.example/delivery/streams.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Repository string `json:"repository"`
+
+	// Stream is the upstream Stage's status.stream.id.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Stream string `json:"stream"`
+
+	// SecretRef names a docker-config Secret with the credentials for the registry.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// PromotionPolicy holds the gates before apply.
+type PromotionPolicy struct {
+	// Auto promotes the newest eligible version without a person asking.
+	// +optional
+	Auto bool `json:"auto,omitempty"`
+
+	// Soak is how long a version must have been Verified upstream.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="soak must be a duration such as 30m or 1h30m"
+	// +optional
+	Soak *metav1.Duration `json:"soak,omitempty"`
+
+	// Approvals required before a version is applied.
+	// +optional
+	Approvals *ApprovalPolicy `json:"approvals,omitempty"`
+
+	// Windows allow (or deny) promotion at certain times; deny wins.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Windows []TimeWindow `json:"windows,omitempty"`
+
+	// Checks run before apply.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// ApprovalPolicy requires Approvals from members of groups.
+type ApprovalPolicy struct {
+	// Required is how many distinct approvers must approve.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	// +required
+	Required int32 `json:"required"`
+
+	// Groups whose members may approve; any authenticated user when empty.
+	// +optional
+	Groups []string `json:"groups,omitempty"`
+}
+
+// TimeWindow is a time range that opens at each tick of a cron schedule and lasts duration.
+type TimeWindow struct {
+	// Kind is Allow (promotion only inside) or Deny (never inside).
+	// +kubebuilder:validation:Enum=Allow;Deny
+	// +kubebuilder:default=Allow
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Schedule in cron syntax (minute hour day-of-month month day-of-week).
+	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5",message="schedule must be a cron expression with five fields, such as '0 9 * * 1-5'"
+	// +required
+	Schedule string `json:"schedule"`
+
+	// Duration of the window.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="duration must be a duration such as 8h or 30m"
+	// +required
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is an IANA time zone name such as Europe/Berlin; UTC when empty.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// Check is a built-in HTTP check or a check plugin: exactly one of them.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.http) != has(self.plugin)",message="a check must set exactly one of http or plugin"
+type Check struct {
+	// Name of the check, unique in its list.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// HTTP calls a URL and checks the answer.
+	// +optional
+	HTTP *HTTPCheck `json:"http,omitempty"`
+
+	// Plugin runs a check plugin (hashicorp/go-plugin).
+	// +optional
+	Plugin *PluginCheck `json:"plugin,omitempty"`
+
+	// Timeout of one attempt (default 30s).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="timeout must be a duration such as 30s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Retries after a failed attempt.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	Retries int32 `json:"retries,omitempty"`
+}
+
+// HTTPCheck calls a URL.
+type HTTPCheck struct {
+	// URL to call.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="url must start with http:// or https://"
+	// +required
+	URL string `json:"url"`
+
+	// Method (default GET).
+	// +kubebuilder:validation:Enum=GET;HEAD;POST
+	// +optional
+	Method string `json:"method,omitempty"`
+
+	// ExpectedStatus is the status code that passes (default 200).
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=599
+	// +optional
+	ExpectedStatus int32 `json:"expectedStatus,omitempty"`
+
+	// Body, when set, must hold on the JSON response body.
+	// +optional
+	Body *FieldMatch `json:"body,omitempty"`
+}
+
+// PluginCheck runs a check plugin binary, pinned by checksum.
+type PluginCheck struct {
+	// Name of the plugin binary in the controller's plugin directory.
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`
+	// +required
+	Name string `json:"name"`
+
+	// SHA256 of the binary; it does not run when the checksum differs.
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	// +required
+	SHA256 string `json:"sha256"`
+
+	// Config is handed to the plugin as is.
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// VerificationPolicy says when an applied version counts as landed and verified.
+type VerificationPolicy struct {
+	// ProgressDeadline: the version must land within it, else the promote fails (default 10m).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="progressDeadline must be a duration such as 10m"
+	// +optional
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+
+	// Grace: landed must hold this long before it counts, against flapping health (default 10s).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="grace must be a duration such as 30s"
+	// +optional
+	Grace *metav1.Duration `json:"grace,omitempty"`
+
+	// Checks run after landing, before the version is Verified.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// RollbackPolicy says what happens when a promote fails.
+type RollbackPolicy struct {
+	// Automatic rolls back to the last verified version (default true).
+	// +optional
+	Automatic *bool `json:"automatic,omitempty"`
+
+	// Limit is how many automatic rollbacks may happen before a person acts (default 1).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Limit *int32 `json:"limit,omitempty"`
+}
+
+// Wave is one step of a fleet rollout over an ApplicationSet's clusters.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.maxParallel) || !(type(self.maxParallel) == int ? self.maxParallel == 0 : self.maxParallel == '0%') || (has(self.maxTargets) && (type(self.maxTargets) == int ? self.maxTargets == 0 : self.maxTargets == '0%'))",message="maxParallel may not be 0 when maxTargets is greater than 0: the wave would never finish"
+type Wave struct {
+	// Name of the wave.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// Selector picks clusters by their labels; all clusters when empty.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// MaxTargets is how many clusters this wave takes: a number or a percentage of the clusters
+	// not taken by an earlier wave (default 100%).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxTargets must be a non-negative integer or a percentage from 0% to 100%"
+	// +optional
+	MaxTargets *intstr.IntOrString `json:"maxTargets,omitempty"`
+
+	// MaxParallel is how many clusters of the wave sync at once: a number or a percentage of
+	// maxTargets (default 1).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxParallel must be a non-negative integer or a percentage from 0% to 100%"
+	// +optional
+	MaxParallel *intstr.IntOrString `json:"maxParallel,omitempty"`
+
+	// ShuffleKey is a cluster label whose values the wave alternates between (for example region).
+	// +optional
+	ShuffleKey string `json:"shuffleKey,omitempty"`
+}
+
+// StageDependency requires another Stage to be Verified at a version meeting a constraint.
+type StageDependency struct {
+	// Stage is the other Stage's name.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Stage string `json:"stage"`
+
+	// Namespace of the other Stage; this Stage's namespace when empty.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Version is a semver constraint its current version must meet; any when empty.
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// StageStatus is the observed state of a Stage.
+type StageStatus struct {
+	// ObservedGeneration is the generation last reconciled; -1 before the first reconcile.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration"`
+
+	// Conditions, at most one per type.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastHandledReconcileAt is the last stagecoach.dev/requested-at value handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// Applier is the object the Stage resolved applyRef to.
+	// +optional
+	Applier *ObjectReference `json:"applier,omitempty"`
+
+	// Current is the version running, and since when.
+	// +optional
+	Current *CurrentVersion `json:"current,omitempty"`
+
+	// Candidate is the next version and what blocks it.
+	// +optional
+	Candidate *CandidateVersion `json:"candidate,omitempty"`
+
+	// History of promotions, newest first, bounded.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	History []HistoryEntry `json:"history,omitempty"`
+
+	// Waves is the progress of a fleet rollout.
+	// +optional
+	Waves []WaveStatus `json:"waves,omitempty"`
+
+	// Stream is this Stage's record stream.
+	// +optional
+	Stream *StreamStatus `json:"stream,omitempty"`
+
+	// UpstreamSeen is the newest upstream record read.
+	// +optional
+	UpstreamSeen *UpstreamSeen `json:"upstreamSeen,omitempty"`
+}
+
+// ObjectReference names an object fully.
+type ObjectReference struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace,omitempty"`
+}
+
+// CurrentVersion is the version a Stage runs.
+type CurrentVersion struct {
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// +optional
+	PromotedAt *metav1.Time `json:"promotedAt,omitempty"`
+	// +optional
+	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+	// Promotion is the name of the Promotion that brought it.
+	// +optional
+	Promotion string `json:"promotion,omitempty"`
+}
+
+// CandidateVersion is the next version and what blocks it.
+type CandidateVersion struct {
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// BlockedBy lists every gate that holds the candidate back.
+	// +optional
+	BlockedBy []GateBlock `json:"blockedBy,omitempty"`
+}
+
+// GateBlock is one gate that holds a candidate back.
+type GateBlock struct {
+	// Gate is soak, approvals, window, freeze, dependsOn, check, signature or source.
+	Gate string `json:"gate"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Until is when the gate opens by itself, when known.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// HistoryEntry is one finished promotion of a Stage.
+type HistoryEntry struct {
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// +optional
+	Action PromotionAction `json:"action,omitempty"`
+	// +optional
+	Phase PromotionPhase `json:"phase,omitempty"`
+	// +optional
+	Promotion string `json:"promotion,omitempty"`
+	// +optional
+	PromotedAt *metav1.Time `json:"promotedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// +optional
+	Record *RecordReference `json:"record,omitempty"`
+}
+
+// WaveStatus is the progress of one wave.
+type WaveStatus struct {
+	Name string `json:"name"`
+	// +optional
+	Targets []string `json:"targets,omitempty"`
+	// +optional
+	Syncing []string `json:"syncing,omitempty"`
+	// +optional
+	Failed []string `json:"failed,omitempty"`
+	// +optional
+	Completed []string `json:"completed,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// StreamStatus is a Stage's own record stream.
+type StreamStatus struct {
+	ID  string `json:"id"`
+	Seq int64  `json:"seq"`
+}
+
+// UpstreamSeen is the newest upstream record a follower has read.
+type UpstreamSeen struct {
+	Seq    int64  `json:"seq"`
+	Digest string `json:"digest"`
+}
+
+// RecordReference points at a signed record in an OCI registry.
+type RecordReference struct {
+	Ref string `json:"ref"`
+	Seq int64  `json:"seq"`
+}
+
+// +kubebuilder:object:root=true
+
+// StageList is a list of Stages.
+type StageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Stage `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Stage{}, &StageList{})
+}

@@ -1,0 +1,96 @@
+// Package controller is Stagecoach's controller: the manager, its reconcilers and their wiring.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// ControllerName is the name the controller reports in events and as its field owner.
+const ControllerName = "stagecoach-controller"
+
+// NewScheme returns a scheme with the Kubernetes and Stagecoach kinds. Argo CD and Flux objects are
+// read as unstructured, so they need no registration.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to register Kubernetes kinds: %w", err)
+	}
+	if err := stagecoachv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to register Stagecoach kinds: %w", err)
+	}
+	return scheme, nil
+}
+
+// NewManager builds a manager from validated options and registers every reconciler with it.
+func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts := cache.Options{}
+	if len(opts.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		LeaderElection:         opts.LeaderElect,
+		LeaderElectionID:       opts.LeaderElectionID,
+		// The controller holds no state that a successor could not rebuild from the objects,
+		// so it may give up the lease at once on shutdown.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("failed to add the liveness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers", cacheSyncedCheck(mgr.GetCache())); err != nil {
+		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
+	}
+	if err := (&StageReconciler{
+		Client:               mgr.GetClient(),
+		APIReader:            mgr.GetAPIReader(),
+		RESTMapper:           mgr.GetRESTMapper(),
+		Events:               mgr.GetEventRecorder(ControllerName),
+		ApplierRetryInterval: opts.ApplierRetryInterval,
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// cacheSyncedCheck is ready once the informers have synced, so that no replica is sent traffic
+// (or counted as up) while it still decides from an empty cache.
+func cacheSyncedCheck(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches have not synced yet")
+		}
+		return nil
+	}
+}

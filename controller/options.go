@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options configure the controller; BindFlags declares them as flags and Validate checks them
+// before anything starts, so that a bad value fails at once with a clear error.
+type Options struct {
+	LogLevel               string
+	LogEncoding            string
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	LeaderElect            bool
+	LeaderElectionID       string
+	WatchNamespaces        []string
+	EventsAddr             string
+	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
+	// (the applier's CRD may be installed later; no watch can tell us).
+	ApplierRetryInterval time.Duration
+}
+
+// DefaultOptions returns the options a controller starts with when no flag is given.
+func DefaultOptions() Options {
+	return Options{
+		LogLevel:               "info",
+		LogEncoding:            "json",
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		LeaderElectionID:       "stagecoach-controller.stagecoach.dev",
+		ApplierRetryInterval:   30 * time.Second,
+	}
+}
+
+// BindFlags declares every option as a flag.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "Log verbosity: info or debug.")
+	fs.StringVar(&o.LogEncoding, "log-encoding", o.LogEncoding, "Log format: json or console.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		"Address the Prometheus metrics endpoint listens on (host:port); 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		"Address the /healthz and /readyz probes listen on (host:port); 0 disables them.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Elect a leader so that only one of several replicas acts (use with more than one replica).")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", o.WatchNamespaces,
+		"Comma-separated namespaces whose Stages (and appliers) the controller watches; empty watches all.")
+	fs.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
+		"URL of Flux's notification-controller event receiver (for example http://notification-controller.flux-system/); empty sends no Flux events.")
+	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
+		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
+}
+
+// Validate reports the first bad option, naming the flag and what it accepts.
+func (o *Options) Validate() error {
+	switch o.LogLevel {
+	case "info", "debug":
+	default:
+		return fmt.Errorf("invalid --log-level %q: must be info or debug", o.LogLevel)
+	}
+	switch o.LogEncoding {
+	case "json", "console":
+	default:
+		return fmt.Errorf("invalid --log-encoding %q: must be json or console", o.LogEncoding)
+	}
+	if err := validateBindAddress(o.MetricsBindAddress); err != nil {
+		return fmt.Errorf("invalid --metrics-bind-address %q: %w", o.MetricsBindAddress, err)
+	}
+	if err := validateBindAddress(o.HealthProbeBindAddress); err != nil {
+		return fmt.Errorf("invalid --health-probe-bind-address %q: %w", o.HealthProbeBindAddress, err)
+	}
+	for _, ns := range o.WatchNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("invalid --watch-namespaces entry %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	if o.EventsAddr != "" {
+		u, err := url.Parse(o.EventsAddr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("invalid --events-addr %q: must be an http(s) URL such as http://notification-controller.flux-system/", o.EventsAddr)
+		}
+	}
+	if o.LeaderElect && o.LeaderElectionID == "" {
+		return fmt.Errorf("invalid --leader-election-id: must not be empty with --leader-elect")
+	}
+	if o.ApplierRetryInterval <= 0 {
+		return fmt.Errorf("invalid --applier-retry-interval %s: must be positive", o.ApplierRetryInterval)
+	}
+	return nil
+}
+
+// validateBindAddress accepts "0" (disabled), ":port" and "host:port" with a numeric port.
+func validateBindAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port, :port or 0 to disable")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q must be a number from 0 to 65535", port)
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package controller
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults are valid"},
+		{name: "debug console logs", args: []string{"--log-level=debug", "--log-encoding=console"}},
+		{name: "disabled endpoints", args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
+		{name: "namespaces and events", args: []string{"--watch-namespaces=prod,staging", "--events-addr=http://nc.flux-system/"}},
+		{name: "unknown log level", args: []string{"--log-level=verbose"}, wantErr: `invalid --log-level "verbose": must be info or debug`},
+		{name: "unknown log encoding", args: []string{"--log-encoding=xml"}, wantErr: `invalid --log-encoding "xml": must be json or console`},
+		{name: "metrics address without port", args: []string{"--metrics-bind-address=localhost"}, wantErr: `invalid --metrics-bind-address "localhost": must be host:port`},
+		{name: "probe port out of range", args: []string{"--health-probe-bind-address=:70000"}, wantErr: `invalid --health-probe-bind-address ":70000": port "70000" must be a number from 0 to 65535`},
+		{name: "bad namespace", args: []string{"--watch-namespaces=prod,Not_A_Namespace"}, wantErr: `invalid --watch-namespaces entry "Not_A_Namespace"`},
+		{name: "events address not a URL", args: []string{"--events-addr=notification-controller:9090"}, wantErr: `invalid --events-addr "notification-controller:9090": must be an http(s) URL`},
+		{name: "leader election without id", args: []string{"--leader-elect", "--leader-election-id="}, wantErr: "invalid --leader-election-id"},
+		{name: "non-positive retry", args: []string{"--applier-retry-interval=0s"}, wantErr: "invalid --applier-retry-interval 0s: must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			opts := DefaultOptions()
+			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+			opts.BindFlags(fs)
+			g.Expect(fs.Parse(tc.args)).To(Succeed())
+			err := opts.Validate()
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}

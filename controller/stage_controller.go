@@ -1,0 +1,239 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// StageReconciler keeps a Stage's status: for now, whether its applier can be used.
+type StageReconciler struct {
+	client.Client
+	// APIReader reads appliers live: their kinds are watched only once a Stage names them, and a
+	// Forbidden answer must be told apart from a missing object.
+	APIReader  client.Reader
+	RESTMapper meta.RESTMapper
+	Events     events.EventRecorder
+	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again.
+	ApplierRetryInterval time.Duration
+
+	watcher *applierWatcher
+}
+
+// +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=stagecoach.dev,resources=stages/status;promotions/status;approvals/status;freezes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications;applicationsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile reads the Stage, checks its applier, and writes the status once at the end.
+func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	stage := &stagecoachv1.Stage{}
+	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// One status writer: whatever the steps below decide is patched here, and a changed Ready
+	// becomes an event.
+	before := stage.DeepCopy()
+	defer func() {
+		if err := r.finalizeStatus(ctx, before, stage); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	// The applier must exist, be ours alone, and say so with its label.
+	verdict, err := r.checkApplier(ctx, stage)
+	if err != nil {
+		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionUnknown, "ApplierCheckFailed", err.Error())
+		return ctrl.Result{}, err
+	}
+	verdict.apply(stage)
+	if verdict.retry {
+		return ctrl.Result{RequeueAfter: r.ApplierRetryInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// applierVerdict is what checking the applier found, as it will appear on the Stage.
+type applierVerdict struct {
+	ready   bool
+	reason  string
+	message string
+	// stalled means only a change to the Stage's spec can help.
+	stalled bool
+	// retry means the cause may go away without any event reaching us (a CRD installed, RBAC granted).
+	retry   bool
+	applier *stagecoachv1.ObjectReference
+}
+
+func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
+	stage.Status.Applier = v.applier
+	if v.ready {
+		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionTrue, v.reason, v.message)
+	} else {
+		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionFalse, v.reason, v.message)
+	}
+	if v.stalled {
+		setCondition(stage, stagecoachv1.ConditionStalled, metav1.ConditionTrue, v.reason, v.message)
+	} else {
+		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
+	}
+}
+
+// checkApplier resolves spec.applyRef and tells whether the Stage may apply through it. Errors
+// are transient failures (the API server did not answer); everything a person must fix is a verdict.
+func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.Stage) (applierVerdict, error) {
+	ref := stage.Spec.ApplyRef
+	gvk, err := ref.GroupVersionKind()
+	if err != nil {
+		return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, stalled: true,
+			message: fmt.Sprintf("Stage '%s' names applyRef %s '%s' without a usable apiVersion (%v): set spec.applyRef.apiVersion",
+				stage.Name, ref.Kind, ref.Name, err)}, nil
+	}
+	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
+
+	// The oldest Stage naming an applier holds it; the others wait until it lets go.
+	holder, err := r.claimHolder(ctx, stage)
+	if err != nil {
+		return applierVerdict{}, err
+	}
+	if holder != stage.Name {
+		return applierVerdict{reason: stagecoachv1.ReasonApplierClaimed,
+			message: fmt.Sprintf("%s is already claimed by Stage '%s', which is older: point spec.applyRef at another object or delete one of the two Stages",
+				described, holder)}, nil
+	}
+
+	if _, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
+				message: fmt.Sprintf("%s cannot be read: the CRD for kind %s in %s is not installed in this cluster; install it or point spec.applyRef at another kind",
+					described, gvk.Kind, gvk.GroupVersion())}, nil
+		}
+		return applierVerdict{}, fmt.Errorf("failed to look up kind %s for Stage %q: %w", gvk, stage.Name, err)
+	}
+	if err := r.watcher.ensure(gvk); err != nil {
+		return applierVerdict{}, err
+	}
+
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
+			message: fmt.Sprintf("%s is missing: create it in the Stage's namespace or fix spec.applyRef.name", described)}, nil
+	case apierrors.IsForbidden(err):
+		return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
+			message: fmt.Sprintf("%s is not readable: the controller is forbidden to get it; grant its service account get, list and watch on %s",
+				described, gvk.GroupKind())}, nil
+	case err != nil:
+		return applierVerdict{}, fmt.Errorf("failed to get %s for Stage %q: %w", described, stage.Name, err)
+	}
+
+	applier := &stagecoachv1.ObjectReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
+		Name: obj.GetName(), Namespace: obj.GetNamespace()}
+	if msg := labelProblem(obj, stage.Name, described); msg != "" {
+		return applierVerdict{reason: stagecoachv1.ReasonApplierUnlabelled, message: msg, applier: applier}, nil
+	}
+	return applierVerdict{ready: true, reason: stagecoachv1.ReasonApplierReady, applier: applier,
+		message: fmt.Sprintf("%s is readable and labelled for this Stage", described)}, nil
+}
+
+// labelProblem says what is wrong with the applier's stagecoach.dev/stage label, or "" when it
+// names the Stage.
+func labelProblem(obj client.Object, stageName, described string) string {
+	value, ok := obj.GetLabels()[stagecoachv1.StageLabel]
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s lacks the label %s=%s: add it to mark the object as applied by this Stage",
+			described, stagecoachv1.StageLabel, stageName)
+	case value != stageName:
+		return fmt.Sprintf("%s is labelled %s=%s, not %s: set the label to this Stage's name",
+			described, stagecoachv1.StageLabel, value, stageName)
+	}
+	return ""
+}
+
+// claimHolder returns the name of the Stage that holds the applier the given Stage names.
+func (r *StageReconciler) claimHolder(ctx context.Context, stage *stagecoachv1.Stage) (string, error) {
+	var stages stagecoachv1.StageList
+	if err := r.List(ctx, &stages, client.InNamespace(stage.Namespace),
+		client.MatchingFields{applierIndexKey: stageApplierKey(stage)}); err != nil {
+		return "", fmt.Errorf("failed to list the Stages sharing the applier of Stage %q: %w", stage.Name, err)
+	}
+	return oldestStage(append(stages.Items, *stage)), nil
+}
+
+// oldestStage returns the name of the Stage created first (ties broken by name), ignoring Stages
+// being deleted, which give up their claim.
+func oldestStage(stages []stagecoachv1.Stage) string {
+	live := make([]stagecoachv1.Stage, 0, len(stages))
+	for _, s := range stages {
+		if s.DeletionTimestamp == nil {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 {
+		return ""
+	}
+	sort.Slice(live, func(i, j int) bool {
+		ti, tj := live[i].CreationTimestamp, live[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return live[i].Name < live[j].Name
+	})
+	return live[0].Name
+}
+
+// finalizeStatus stamps what this reconcile handled, patches the status when it changed, and
+// emits an event when Ready changed.
+func (r *StageReconciler) finalizeStatus(ctx context.Context, before, stage *stagecoachv1.Stage) error {
+	stage.Status.ObservedGeneration = stage.Generation
+	if v, ok := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]; ok {
+		stage.Status.LastHandledReconcileAt = v
+	}
+	if equality.Semantic.DeepEqual(before.Status, stage.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, stage, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to patch the status of Stage %q: %w", stage.Name, err)
+	}
+	old := meta.FindStatusCondition(before.Status.Conditions, stagecoachv1.ConditionReady)
+	now := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
+	if now != nil && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
+		eventType := corev1.EventTypeNormal
+		if now.Status != metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Events.Eventf(stage, nil, eventType, now.Reason, "Reconcile", "%s", now.Message)
+	}
+	return nil
+}
+
+// setCondition sets one condition of the Stage for its current generation.
+func setCondition(stage *stagecoachv1.Stage, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: stage.Generation,
+	})
+}

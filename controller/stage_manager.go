@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// applierIndexKey indexes Stages by the applier they name ("<group>/<Kind>/<name>"), so that an
+// event on an applier finds its Stages, and so that Stages claiming the same applier find each other.
+const applierIndexKey = ".spec.applyRef"
+
+// applierKey is the index value of an applier in a namespace.
+func applierKey(group, kind, name string) string {
+	return group + "/" + kind + "/" + name
+}
+
+// stageApplierKey is the index value of the applier a Stage names; unresolvable references get a
+// key of their own kind so they still meet each other.
+func stageApplierKey(stage *stagecoachv1.Stage) string {
+	ref := stage.Spec.ApplyRef
+	gvk, err := ref.GroupVersionKind()
+	if err != nil {
+		return applierKey("?", ref.Kind, ref.Name)
+	}
+	return applierKey(gvk.Group, gvk.Kind, ref.Name)
+}
+
+// SetupWithManager registers the Stage reconciler, its index and its watches.
+func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Stage{}, applierIndexKey,
+		func(o client.Object) []string { return []string{stageApplierKey(o.(*stagecoachv1.Stage))} }); err != nil {
+		return fmt.Errorf("failed to index Stages by applier: %w", err)
+	}
+	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
+
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named("stage").
+		For(&stagecoachv1.Stage{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+		))).
+		// Another Stage naming the same applier appearing, changing its applyRef or going away
+		// decides who holds the claim.
+		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesSharingApplier),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("failed to build the Stage controller: %w", err)
+	}
+	r.watcher.controller = c
+	return nil
+}
+
+// stagesForApplier maps an event on an applier to the Stages naming it (by index) and to the Stage
+// its stagecoach.dev/stage label names.
+func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Object) []reconcile.Request {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	var stages stagecoachv1.StageList
+	if err := r.List(ctx, &stages, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{applierIndexKey: applierKey(gvk.Group, gvk.Kind, obj.GetName())}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list the Stages of an applier", "applier", obj.GetName())
+	}
+	seen := map[types.NamespacedName]bool{}
+	var reqs []reconcile.Request
+	add := func(name string) {
+		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}
+		if name != "" && !seen[key] {
+			seen[key] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: key})
+		}
+	}
+	for i := range stages.Items {
+		add(stages.Items[i].Name)
+	}
+	add(obj.GetLabels()[stagecoachv1.StageLabel])
+	return reqs
+}
+
+// stagesSharingApplier maps a Stage event to the other Stages that name the same applier.
+func (r *StageReconciler) stagesSharingApplier(ctx context.Context, obj client.Object) []reconcile.Request {
+	stage, ok := obj.(*stagecoachv1.Stage)
+	if !ok {
+		return nil
+	}
+	var stages stagecoachv1.StageList
+	if err := r.List(ctx, &stages, client.InNamespace(stage.Namespace),
+		client.MatchingFields{applierIndexKey: stageApplierKey(stage)}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list the Stages sharing an applier", "stage", stage.Name)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range stages.Items {
+		if stages.Items[i].Name != stage.Name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&stages.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// applierWatcher starts a watch on an applier kind the first time a Stage names it and its CRD
+// exists, so the controller runs without Argo CD or Flux installed and picks them up later
+// without a restart.
+type applierWatcher struct {
+	mu         sync.Mutex
+	watching   map[schema.GroupVersionKind]bool
+	cache      cache.Cache
+	controller controller.Controller
+	handler    handler.EventHandler
+}
+
+func (w *applierWatcher) ensure(gvk schema.GroupVersionKind) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watching[gvk] {
+		return nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	if err := w.controller.Watch(source.Kind(w.cache, client.Object(obj), w.handler)); err != nil {
+		return fmt.Errorf("failed to watch %s: %w", gvk.GroupKind(), err)
+	}
+	if w.watching == nil {
+		w.watching = map[schema.GroupVersionKind]bool{}
+	}
+	w.watching[gvk] = true
+	return nil
+}

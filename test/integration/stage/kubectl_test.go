@@ -1,0 +1,67 @@
+package stage
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// kubectl runs the kubectl built beside the API server (test/envbin) with an admin kubeconfig.
+func kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	g := NewWithT(t)
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
+	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func TestKubectlGetShowsPrinterColumns(t *testing.T) {
+	ns := newNamespace(t)
+	newStage(t, ns, "payments", "Kustomization", "payments")
+	eventuallyReady(t, ns, "payments", metav1.ConditionFalse, stagecoachv1.ReasonApplierUnreadable, "is missing")
+
+	out, err := kubectl(t, "get", "stages", "-n", ns)
+	g := NewWithT(t)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+ENVIRONMENT\s+VERSION\s+READY\s+REASON\s+AGE\s*$`))
+	g.Expect(out).To(MatchRegexp(`(?m)^payments\s+prod\s+<none>\s+False\s+ApplierUnreadable\s+\d+s\s*$`))
+
+	out, err = kubectl(t, "get", "promotions", "-n", ns)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("No resources found"))
+}
+
+func TestKubectlWaitOnReady(t *testing.T) {
+	ns := newNamespace(t)
+	g := NewWithT(t)
+	newStage(t, ns, "payments", "Kustomization", "payments")
+
+	// kubectl wait returns as soon as the condition holds.
+	out, err := kubectl(t, "wait", "--for=condition=Ready=False", "stage/payments", "-n", ns, "--timeout=30s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("stage.stagecoach.dev/payments condition met"))
+
+	g.Expect(env.Client.Create(t.Context(), kustomization(ns, "payments", stageLabel("payments")))).To(Succeed())
+	out, err = kubectl(t, "wait", "--for=condition=Ready", "stage/payments", "-n", ns, "--timeout=30s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("condition met"))
+
+	// And it does not return while the condition does not hold.
+	out, err = kubectl(t, "wait", "--for=condition=Ready=False", "stage/payments", "-n", ns, "--timeout=2s")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(MatchRegexp(regexp.QuoteMeta("timed out waiting for the condition")))
+}
