@@ -26,13 +26,20 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code, CRDs and RBAC from the API t
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	$(CONTROLLER_GEN) rbac:roleName=stagecoach-controller paths=./controller/... output:rbac:artifacts:config=manifests/rbac
 
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go manifests/crds manifests/rbac
+
 .PHONY: verify
-verify: generate ## Fail when generated files or go.mod are stale.
-	go mod tidy -diff || { echo "go.mod/go.sum are stale: run 'go mod tidy'"; exit 1; }
-	@if [ -n "$$(git status --porcelain -- api manifests/crds manifests/rbac)" ]; then \
-		git status --porcelain -- api manifests/crds manifests/rbac; git diff --stat -- api manifests; \
-		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
-	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; fi
+verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (checks the work tree, not git).
+	@snapshot=$$(mktemp -d); trap 'rm -rf "$$snapshot"' EXIT; \
+	for f in $(GENERATED); do mkdir -p "$$snapshot/$$(dirname $$f)"; cp -r "$$f" "$$snapshot/$$f"; done; \
+	$(MAKE) --no-print-directory generate >/dev/null; \
+	for f in $(GENERATED); do diff -r "$$snapshot/$$f" "$$f" >/dev/null || { \
+		diff -ru "$$snapshot/$$f" "$$f" | head -40; \
+		echo "generated file $$f was stale: 'make generate' has rewritten it; review and commit the result"; exit 1; }; done
+	@go mod tidy -diff >/dev/null || { go mod tidy -diff | head -40; echo "go.mod/go.sum are stale: run 'go mod tidy'"; exit 1; }
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$unformatted" ]; then echo "$$unformatted"; echo "these files need 'gofmt -w'"; exit 1; fi
+	@echo "verify: generated code, go.mod and formatting are up to date"
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -44,10 +51,9 @@ envtest-assets: ## Build kube-apiserver and etcd from the Go module proxy (cache
 
 .PHONY: test
 test: verify vet envtest-assets ## The test command: verify generated code, vet, unit and envtest suites with -race.
-	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) ./... 2>&1 | tee $(CACHE_DIR)/last-test.log
-	@awk '/^(=== RUN|--- (PASS|FAIL|SKIP))/{next} {print}' /dev/null
-	@passed=$$(grep -c -- '--- PASS' $(CACHE_DIR)/last-test.log || true); failed=$$(grep -c -- '--- FAIL' $(CACHE_DIR)/last-test.log || true); \
-		echo "$$passed passed, $$failed failed"
+	@mkdir -p $(CACHE_DIR)
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -json ./... \
+		| tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS_DIR)

@@ -31,6 +31,7 @@ type ApprovalSpec struct {
 	Stage string `json:"stage"`
 
 	// Digest of the approved version.
+	// +kubebuilder:validation:MaxLength=71
 	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[a-f0-9]{64}$')",message="digest must look like sha256: followed by 64 lowercase hex characters"
 	// +required
 	Digest string `json:"digest"`

@@ -80,6 +80,7 @@ type PromotionSpec struct {
 // VersionReference names a version by digest (what is applied) and tag (what people read).
 type VersionReference struct {
 	// Digest of the version's OCI artifact.
+	// +kubebuilder:validation:MaxLength=71
 	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[a-f0-9]{64}$')",message="digest must look like sha256: followed by 64 lowercase hex characters"
 	// +optional
 	Digest string `json:"digest,omitempty"`

@@ -24,7 +24,7 @@ func TestControllerHelpDocumentsEveryFlag(t *testing.T) {
 	for _, flag := range []string{"--log-level", "--log-encoding", "--metrics-bind-address", "--health-probe-bind-address",
 		"--leader-elect", "--watch-namespaces", "--events-addr", "--applier-retry-interval"} {
 		t.Run(flag, func(t *testing.T) {
-			NewWithT(t).Expect(out).To(MatchRegexp(`(?m)^\s+` + flag + `\b.*\S{3,}`), "flag without a description")
+			NewWithT(t).Expect(out).To(MatchRegexp(`(?m)^\s+`+flag+`\b.*\S{3,}`), "flag without a description")
 		})
 	}
 }

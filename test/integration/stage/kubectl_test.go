@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
 )
 
 // kubectl runs the kubectl built beside the API server (test/envbin) with an admin kubeconfig.
@@ -38,7 +39,7 @@ func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+ENVIRONMENT\s+VERSION\s+READY\s+REASON\s+AGE\s*$`))
-	g.Expect(out).To(MatchRegexp(`(?m)^payments\s+prod\s+<none>\s+False\s+ApplierUnreadable\s+\d+s\s*$`))
+	g.Expect(out).To(MatchRegexp(`(?m)^payments\s+prod\s+False\s+ApplierUnreadable\s+\d+s\s*$`))
 
 	out, err = kubectl(t, "get", "promotions", "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -64,4 +65,21 @@ func TestKubectlWaitOnReady(t *testing.T) {
 	out, err = kubectl(t, "wait", "--for=condition=Ready=False", "stage/payments", "-n", ns, "--timeout=2s")
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(out).To(MatchRegexp(regexp.QuoteMeta("timed out waiting for the condition")))
+}
+
+// The install manifests build with kustomize and the API server accepts every object in them.
+func TestInstallManifestsApply(t *testing.T) {
+	g := NewWithT(t)
+	out, err := kubectl(t, "create", "namespace", "stagecoach-system")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	out, err = kubectl(t, "apply", "--dry-run=server", "-k", filepath.Join(testenv.RepoRoot(), "manifests"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	for _, want := range []string{
+		"customresourcedefinition.apiextensions.k8s.io/stages.stagecoach.dev",
+		"clusterrole.rbac.authorization.k8s.io/stagecoach-controller",
+		"role.rbac.authorization.k8s.io/stagecoach-leader-election",
+		"deployment.apps/stagecoach-controller",
+	} {
+		g.Expect(out).To(ContainSubstring(want))
+	}
 }

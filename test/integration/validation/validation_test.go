@@ -48,8 +48,6 @@ func object(kind, name, specYAML string) *unstructured.Unstructured {
 	return u
 }
 
-
-
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestInvalidObjectsAreRefused(t *testing.T) {
@@ -321,13 +319,19 @@ func TestSpecsThatMayNotChange(t *testing.T) {
 		wantMsg string
 	}{
 		{name: "promotion version", kind: "Promotion", spec: "stage: payments\nversion: {digest: \"" + digest + "\"}",
-			change:  func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "v9", "spec", "version", "tag") },
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "v9", "spec", "version", "tag")
+			},
 			wantMsg: "the spec of a Promotion is immutable: create a new Promotion instead"},
 		{name: "promotion break-glass", kind: "Promotion", spec: "stage: payments\nversion: {digest: \"" + digest + "\"}",
-			change:  func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "breakGlass") },
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, true, "spec", "breakGlass")
+			},
 			wantMsg: "the spec of a Promotion is immutable"},
 		{name: "approval approver", kind: "Approval", spec: "stage: payments\ndigest: \"" + digest + "\"\napprover: alice",
-			change:  func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "mallory", "spec", "approver") },
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "mallory", "spec", "approver")
+			},
 			wantMsg: "the spec of an Approval is immutable: delete it and create a new one"},
 	}
 	for i, tc := range cases {
