@@ -203,6 +203,8 @@ type RegistrySource struct {
 	Pattern string `json:"pattern,omitempty"`
 
 	// Interval between two listings of the repository (default 1m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="interval must be a duration such as 1m or 1h30m"
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
@@ -295,6 +297,8 @@ type PromotionPolicy struct {
 	Auto bool `json:"auto,omitempty"`
 
 	// Soak is how long a version must have been Verified upstream.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="soak must be a duration such as 30m or 1h30m"
 	// +optional
 	Soak *metav1.Duration `json:"soak,omitempty"`
@@ -338,11 +342,14 @@ type TimeWindow struct {
 	Kind string `json:"kind,omitempty"`
 
 	// Schedule in cron syntax (minute hour day-of-month month day-of-week).
-	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5",message="schedule must be a cron expression with five fields, such as '0 9 * * 1-5'"
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^ *[^ ]+( +[^ ]+){4} *$')",message="schedule must be a cron expression with five fields, such as '0 9 * * 1-5'"
 	// +required
 	Schedule string `json:"schedule"`
 
 	// Duration of the window.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="duration must be a duration such as 8h or 30m"
 	// +required
 	Duration metav1.Duration `json:"duration"`
@@ -371,6 +378,8 @@ type Check struct {
 	Plugin *PluginCheck `json:"plugin,omitempty"`
 
 	// Timeout of one attempt (default 30s).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="timeout must be a duration such as 30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
@@ -385,6 +394,7 @@ type Check struct {
 // HTTPCheck calls a URL.
 type HTTPCheck struct {
 	// URL to call.
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="url must start with http:// or https://"
 	// +required
 	URL string `json:"url"`
@@ -425,11 +435,15 @@ type PluginCheck struct {
 // VerificationPolicy says when an applied version counts as landed and verified.
 type VerificationPolicy struct {
 	// ProgressDeadline: the version must land within it, else the promote fails (default 10m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="progressDeadline must be a duration such as 10m"
 	// +optional
 	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
 
 	// Grace: landed must hold this long before it counts, against flapping health (default 10s).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="grace must be a duration such as 30s"
 	// +optional
 	Grace *metav1.Duration `json:"grace,omitempty"`
@@ -471,6 +485,7 @@ type Wave struct {
 	// MaxTargets is how many clusters this wave takes: a number or a percentage of the clusters
 	// not taken by an earlier wave (default 100%).
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxTargets must be a non-negative integer or a percentage from 0% to 100%"
 	// +optional
 	MaxTargets *intstr.IntOrString `json:"maxTargets,omitempty"`
@@ -478,6 +493,7 @@ type Wave struct {
 	// MaxParallel is how many clusters of the wave sync at once: a number or a percentage of
 	// maxTargets (default 1).
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxParallel must be a non-negative integer or a percentage from 0% to 100%"
 	// +optional
 	MaxParallel *intstr.IntOrString `json:"maxParallel,omitempty"`
