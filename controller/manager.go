@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -60,6 +61,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		// The controller holds no state that a successor could not rebuild from the objects,
 		// so it may give up the lease at once on shutdown.
 		LeaderElectionReleaseOnCancel: true,
+		NewClient:                     opts.NewClient,
+		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager: %w", err)
@@ -76,6 +79,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		RESTMapper:           mgr.GetRESTMapper(),
 		Events:               mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval: opts.ApplierRetryInterval,
+		Clock:                opts.Clock,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Options configure the controller; BindFlags declares them as flags and Validate checks them
@@ -26,6 +28,12 @@ type Options struct {
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
+
+	// Not flags: hooks for tests that run several managers in one process, or count what the
+	// controller writes.
+	NewClient          client.NewClientFunc
+	SkipNameValidation bool
+	Clock              clock.PassiveClock
 }
 
 // DefaultOptions returns the options a controller starts with when no flag is given.

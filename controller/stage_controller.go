@@ -13,11 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
 )
 
 // StageReconciler keeps a Stage's status: for now, whether its applier can be used.
@@ -30,6 +33,8 @@ type StageReconciler struct {
 	Events     events.EventRecorder
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again.
 	ApplierRetryInterval time.Duration
+	// Clock tells the time (tests may fake it); the real clock when nil.
+	Clock clock.PassiveClock
 
 	watcher *applierWatcher
 }
@@ -37,22 +42,25 @@ type StageReconciler struct {
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages/status;promotions/status;approvals/status;freezes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=argoproj.io,resources=applications;applicationsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=stagecoach.dev,resources=promotions,verbs=create
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 
-// Reconcile reads the Stage, checks its applier, and writes the status once at the end.
+// Reconcile reads the Stage, checks its applier, moves its Promotions one step, and writes the
+// Stage's status (once at the end, or earlier where a Promotion finishes).
 func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	stage := &stagecoachv1.Stage{}
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// One status writer: whatever the steps below decide is patched here, and a changed Ready
-	// becomes an event.
-	before := stage.DeepCopy()
+	// One status writer: whatever the steps below decide is patched by commit, and a changed
+	// Ready becomes an event.
+	writer := &stageStatusWriter{r: r, stage: stage, before: stage.DeepCopy()}
 	defer func() {
-		if err := r.finalizeStatus(ctx, before, stage); err != nil {
+		if err := writer.commit(ctx); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -63,11 +71,32 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionUnknown, "ApplierCheckFailed", err.Error())
 		return ctrl.Result{}, err
 	}
-	verdict.apply(stage)
-	if verdict.retry {
-		return ctrl.Result{RequeueAfter: r.ApplierRetryInterval}, nil
+	if verdict.ready {
+		// The engine's own rules: for Argo CD one OCI or Stagecoach-plugin source, automated sync.
+		if app := applier.For(verdict.gvk.GroupKind()); app != nil {
+			verdict.engine = app
+			verdict.checkEngine(stage)
+		}
 	}
-	return ctrl.Result{}, nil
+	verdict.apply(stage)
+	if !verdict.ready || verdict.engine == nil {
+		if verdict.retry {
+			return ctrl.Result{RequeueAfter: r.ApplierRetryInterval}, nil
+		}
+		return ctrl.Result{}, nil
+	}
+
+	// Promotions: supersede, start, apply, observe, finish; then automation.
+	run := &promotionRun{r: r, stage: stage, obj: verdict.obj, applier: verdict.engine, now: r.clock().Now(), commit: writer.commit}
+	requeue, err := run.reconcilePromotions(ctx)
+	return ctrl.Result{RequeueAfter: requeue}, err
+}
+
+func (r *StageReconciler) clock() clock.PassiveClock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }
 
 // applierVerdict is what checking the applier found, as it will appear on the Stage.
@@ -80,10 +109,34 @@ type applierVerdict struct {
 	// retry means the cause may go away without any event reaching us (a CRD installed, RBAC granted).
 	retry   bool
 	applier *stagecoachv1.ObjectReference
+
+	gvk    schema.GroupVersionKind
+	obj    *unstructured.Unstructured
+	engine applier.Applier
+	// mediated is nil when unknown (no built-in applier), else whether only the digest decides.
+	unmediated *applier.Problem
+}
+
+// checkEngine applies the engine's own rules to a readable, labelled applier.
+func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
+	blocking, unmediated := v.engine.Validate(v.obj)
+	if blocking != nil {
+		v.ready, v.reason, v.message = false, blocking.Reason, blocking.Message
+	}
+	v.unmediated = unmediated
 }
 
 func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	stage.Status.Applier = v.applier
+	switch {
+	case v.engine == nil || !v.ready:
+		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
+	case v.unmediated != nil:
+		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
+	default:
+		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
+			fmt.Sprintf("%s '%s/%s': only the promoted digest decides what it runs", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))
+	}
 	if v.ready {
 		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionTrue, v.reason, v.message)
 	} else {
@@ -151,7 +204,7 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 	if msg := labelProblem(obj, stage.Name, described); msg != "" {
 		return applierVerdict{reason: stagecoachv1.ReasonApplierUnlabelled, message: msg, applier: applier}, nil
 	}
-	return applierVerdict{ready: true, reason: stagecoachv1.ReasonApplierReady, applier: applier,
+	return applierVerdict{ready: true, reason: stagecoachv1.ReasonApplierReady, applier: applier, gvk: gvk, obj: obj,
 		message: fmt.Sprintf("%s is readable and labelled for this Stage", described)}, nil
 }
 
@@ -202,9 +255,16 @@ func oldestStage(stages []stagecoachv1.Stage) string {
 	return live[0].Name
 }
 
-// finalizeStatus stamps what this reconcile handled, patches the status when it changed, and
-// emits an event when Ready changed.
-func (r *StageReconciler) finalizeStatus(ctx context.Context, before, stage *stagecoachv1.Stage) error {
+// stageStatusWriter is the Stage's one status writer: commit stamps what the reconcile handled,
+// patches the status when it changed, and emits an event when Ready changed.
+type stageStatusWriter struct {
+	r      *StageReconciler
+	stage  *stagecoachv1.Stage
+	before *stagecoachv1.Stage
+}
+
+func (w *stageStatusWriter) commit(ctx context.Context) error {
+	stage, before := w.stage, w.before
 	stage.Status.ObservedGeneration = stage.Generation
 	if v, ok := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]; ok {
 		stage.Status.LastHandledReconcileAt = v
@@ -212,12 +272,13 @@ func (r *StageReconciler) finalizeStatus(ctx context.Context, before, stage *sta
 	if equality.Semantic.DeepEqual(before.Status, stage.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, stage, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := w.r.Status().Patch(ctx, stage, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("failed to patch the status of Stage %q: %w", stage.Name, err)
 	}
+	w.before = stage.DeepCopy()
 	old := meta.FindStatusCondition(before.Status.Conditions, stagecoachv1.ConditionReady)
 	now := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
 	if now != nil && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
@@ -225,7 +286,7 @@ func (r *StageReconciler) finalizeStatus(ctx context.Context, before, stage *sta
 		if now.Status != metav1.ConditionTrue {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Events.Eventf(stage, nil, eventType, now.Reason, "Reconcile", "%s", now.Message)
+		w.r.Events.Eventf(stage, nil, eventType, now.Reason, "Reconcile", "%s", now.Message)
 	}
 	return nil
 }

@@ -25,6 +25,25 @@ import (
 // event on an applier finds its Stages, and so that Stages claiming the same applier find each other.
 const applierIndexKey = ".spec.applyRef"
 
+// promotionStageIndexKey indexes Promotions by the Stage they act on.
+const promotionStageIndexKey = ".spec.stage"
+
+// upstreamIndexKey indexes Stages by their upstream Stage ("<namespace>/<name>"), so that an
+// upstream's new verified version wakes the Stages that follow it.
+const upstreamIndexKey = ".spec.source.upstream"
+
+func upstreamKey(stage *stagecoachv1.Stage) []string {
+	up := stage.Spec.Source.Upstream
+	if up == nil {
+		return nil
+	}
+	ns := up.Namespace
+	if ns == "" {
+		ns = stage.Namespace
+	}
+	return []string{ns + "/" + up.Stage}
+}
+
 // applierKey is the index value of an applier in a namespace.
 func applierKey(group, kind, name string) string {
 	return group + "/" + kind + "/" + name
@@ -47,6 +66,14 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		func(o client.Object) []string { return []string{stageApplierKey(o.(*stagecoachv1.Stage))} }); err != nil {
 		return fmt.Errorf("failed to index Stages by applier: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Stage{}, upstreamIndexKey,
+		func(o client.Object) []string { return upstreamKey(o.(*stagecoachv1.Stage)) }); err != nil {
+		return fmt.Errorf("failed to index Stages by upstream: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Promotion{}, promotionStageIndexKey,
+		func(o client.Object) []string { return []string{o.(*stagecoachv1.Promotion).Spec.Stage} }); err != nil {
+		return fmt.Errorf("failed to index Promotions by Stage: %w", err)
+	}
 	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
 
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -59,6 +86,14 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		// decides who holds the claim.
 		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesSharingApplier),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A new or progressing Promotion is the Stage's work.
+		Watches(&stagecoachv1.Promotion{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*stagecoachv1.Promotion).Spec.Stage}}}
+			})).
+		// An upstream Stage verifying a version offers it downstream (its status changes, so no
+		// generation filter here).
+		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesFollowing)).
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("failed to build the Stage controller: %w", err)
@@ -89,6 +124,20 @@ func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Objec
 		add(stages.Items[i].Name)
 	}
 	add(obj.GetLabels()[stagecoachv1.StageLabel])
+	return reqs
+}
+
+// stagesFollowing maps a Stage event to the Stages whose upstream it is.
+func (r *StageReconciler) stagesFollowing(ctx context.Context, obj client.Object) []reconcile.Request {
+	var stages stagecoachv1.StageList
+	if err := r.List(ctx, &stages, client.MatchingFields{upstreamIndexKey: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list the Stages following a Stage", "stage", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(stages.Items))
+	for i := range stages.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&stages.Items[i])})
+	}
 	return reqs
 }
 

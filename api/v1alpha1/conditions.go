@@ -39,6 +39,41 @@ const (
 	ReasonSuspended            = "Suspended"
 )
 
+// Reasons of Frozen and of automation holds.
+const (
+	ReasonForeignWrite      = "ForeignWrite"
+	ReasonFrozenByPromotion = "FrozenByPromotion"
+	ReasonPromotionFailed   = "PromotionFailed"
+	ReasonRollbackFailed    = "RollbackFailed"
+	ReasonVerified          = "Verified"
+	ReasonNotMediated       = "NotMediated"
+	ReasonMediated          = "Mediated"
+	ReasonPromoting         = "Promoting"
+	ReasonIdle              = "Idle"
+	ReasonLanded            = "Landed"
+	ReasonSyncFailed        = "SyncFailed"
+	ReasonDegraded          = "Degraded"
+	ReasonSuperseded        = "Superseded"
+)
+
+// Labels and annotations Stagecoach puts on the objects it creates and on appliers.
+const (
+	// PromotionStageLabel on a Promotion names its Stage, for selection.
+	PromotionStageLabel = "stagecoach.dev/stage"
+	// AutomaticLabel marks Promotions that automation created (they may be superseded).
+	AutomaticLabel = "stagecoach.dev/automatic"
+	// CreatedAtAnnotation is the exact creation time automation stamps on its Promotions, to
+	// order those created in the same second.
+	CreatedAtAnnotation = "stagecoach.dev/created-at"
+	// RollbackOfAnnotation on a Rollback Promotion names the failed Promotion it undoes.
+	RollbackOfAnnotation = "stagecoach.dev/rollback-of"
+	// VersionAnnotation, PromotionAnnotation and PhaseAnnotation on an applier describe the
+	// promotion in flight, for Argo CD notification templates.
+	VersionAnnotation   = "stagecoach.dev/version"
+	PromotionAnnotation = "stagecoach.dev/promotion"
+	PhaseAnnotation     = "stagecoach.dev/phase"
+)
+
 // StageLabel is the label an applier must carry, set to the name of the Stage that applies through it.
 const StageLabel = "stagecoach.dev/stage"
 

@@ -107,6 +107,11 @@ type PromotionStatus struct {
 	// +optional
 	Phase PromotionPhase `json:"phase,omitempty"`
 
+	// Version is the version this Promotion applies, resolved when it starts (a Rollback without
+	// spec.version returns to the Stage's last verified version).
+	// +optional
+	Version *VersionReference `json:"version,omitempty"`
+
 	// Gates is the verdict of every gate when the Promotion was admitted.
 	// +optional
 	Gates []GateResult `json:"gates,omitempty"`

@@ -563,6 +563,34 @@ type StageStatus struct {
 	// UpstreamSeen is the newest upstream record read.
 	// +optional
 	UpstreamSeen *UpstreamSeen `json:"upstreamSeen,omitempty"`
+
+	// LastAppliedDigest is the digest Stagecoach last wrote to the applier. Any other value found
+	// there was written by someone else.
+	// +optional
+	LastAppliedDigest string `json:"lastAppliedDigest,omitempty"`
+
+	// Hold stops automatic promotion until a person promotes, after a failure.
+	// +optional
+	Hold *AutomationHold `json:"hold,omitempty"`
+
+	// FailedDigests are versions that failed in this Stage; automation never offers them again.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	FailedDigests []string `json:"failedDigests,omitempty"`
+
+	// AutomaticRollbacks counts rollbacks since a person last promoted.
+	// +optional
+	AutomaticRollbacks int32 `json:"automaticRollbacks,omitempty"`
+}
+
+// AutomationHold says why automatic promotion is held.
+type AutomationHold struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// Promotion is the failed Promotion that set the hold.
+	// +optional
+	Promotion string      `json:"promotion,omitempty"`
+	Since     metav1.Time `json:"since"`
 }
 
 // ObjectReference names an object fully.

@@ -1,0 +1,508 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+)
+
+// historyLimit bounds status.history; older entries live in the records.
+const historyLimit = 20
+
+// failedDigestsLimit bounds status.failedDigests.
+const failedDigestsLimit = 32
+
+// Event reasons of promotion transitions (also sent to Flux and Argo CD notifications later).
+const (
+	EventPromoted        = "Promoted"
+	EventLanded          = "Landed"
+	EventVerified        = "Verified"
+	EventPromotionFailed = "PromotionFailed"
+	EventRolledBack      = "RolledBack"
+	EventFrozen          = "Frozen"
+	EventSuperseded      = "Superseded"
+)
+
+// promotionRun carries what one reconcile knows while it moves a Stage's Promotions forward.
+type promotionRun struct {
+	r       *StageReconciler
+	stage   *stagecoachv1.Stage
+	obj     *unstructured.Unstructured
+	applier applier.Applier
+	now     time.Time
+	// commit writes the Stage's status now; used before a Promotion finishes, so that a crash
+	// between the two writes never loses a history entry (the entry is keyed by Promotion).
+	commit func(context.Context) error
+}
+
+// reconcilePromotions moves the Stage's Promotions one step: supersede, start, apply, observe,
+// finish; then lets automation queue the next candidate. It returns when to look again.
+func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration, error) {
+	var list stagecoachv1.PromotionList
+	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
+		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
+		return 0, fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	}
+	q := plan.Queue(list.Items)
+	for _, p := range q.Controls {
+		if err := run.control(ctx, p); err != nil {
+			return 0, err
+		}
+	}
+	running, next := q.Running, q.Next
+	for _, p := range q.Superseded {
+		if err := run.finish(ctx, p, stagecoachv1.PhaseAborted, fmt.Sprintf("superseded by a newer automatic Promotion of Stage %s", run.stage.Name)); err != nil {
+			return 0, err
+		}
+		run.event(p, corev1.EventTypeNormal, EventSuperseded, "Promotion %s was superseded by a newer automatic one", p.Name)
+	}
+	if running == nil && next != nil {
+		started, err := run.start(ctx, next)
+		if err != nil || !started {
+			return 0, err
+		}
+		running = next
+	}
+	if running != nil {
+		meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
+			Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonPromoting, ObservedGeneration: run.stage.Generation,
+			Message: fmt.Sprintf("Promotion %s is applying %s", running.Name, versionString(running.Status.Version))})
+		return run.progress(ctx, running)
+	}
+	meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
+		Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: run.stage.Generation})
+	return 0, run.automate(ctx, list.Items)
+}
+
+// control carries out a Freeze or Unfreeze Promotion at once.
+func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion) error {
+	stage := run.stage
+	if p.Spec.Action == stagecoachv1.ActionFreeze {
+		run.setFrozen(stagecoachv1.ReasonFrozenByPromotion, fmt.Sprintf("frozen by Promotion %s: %s", p.Name, p.Spec.Reason))
+		run.event(stage, corev1.EventTypeNormal, EventFrozen, "Stage %s frozen by Promotion %s", stage.Name, p.Name)
+		return run.finish(ctx, p, stagecoachv1.PhaseSucceeded, "the Stage is frozen")
+	}
+	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionFalse,
+		Reason: "Unfrozen", Message: fmt.Sprintf("unfrozen by Promotion %s", p.Name), ObservedGeneration: stage.Generation})
+	message := "the Stage is unfrozen"
+	// A person looked at what someone else wrote to the applier and accepts it: the next
+	// promote may write over it.
+	if current := run.applier.Revision(run.obj); current != stage.Status.LastAppliedDigest {
+		stage.Status.LastAppliedDigest = current
+		message += fmt.Sprintf("; %q on %s '%s' is accepted as written", current, run.obj.GetKind(), run.obj.GetName())
+	}
+	return run.finish(ctx, p, stagecoachv1.PhaseSucceeded, message)
+}
+
+// start admits the next waiting Promotion, or says in its status why it waits.
+func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
+	stage := run.stage
+	if frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen); frozen != nil &&
+		frozen.Status == metav1.ConditionTrue && !p.Spec.BreakGlass {
+		return false, run.wait(ctx, p, "waiting: Stage "+stage.Name+" is frozen ("+frozen.Message+"); an Unfreeze Promotion or break-glass lets it start")
+	}
+	if stage.Spec.Suspend {
+		return false, run.wait(ctx, p, "waiting: Stage "+stage.Name+" is suspended")
+	}
+
+	version := p.Spec.Version
+	if p.Spec.Action == stagecoachv1.ActionRollback && (version == nil || version.Digest == "") {
+		if stage.Status.Current == nil || stage.Status.Current.Digest == "" {
+			return false, run.finish(ctx, p, stagecoachv1.PhaseFailed, "nothing to roll back to: Stage "+stage.Name+" has no verified version")
+		}
+		version = &stagecoachv1.VersionReference{Digest: stage.Status.Current.Digest, Tag: stage.Status.Current.Version}
+	}
+	if !plan.IsAutomatic(p) && p.Spec.Action == stagecoachv1.ActionPromote {
+		// A person acted: automation may resume, and rollbacks count afresh.
+		stage.Status.Hold = nil
+		stage.Status.AutomaticRollbacks = 0
+	}
+	before := p.DeepCopy()
+	now := metav1.NewTime(run.now)
+	p.Status.Phase = stagecoachv1.PhaseRunning
+	p.Status.Version = version.DeepCopy()
+	p.Status.StartedAt = &now
+	p.Status.ObservedGeneration = p.Generation
+	p.Status.Message = "started"
+	if p.Spec.BreakGlass {
+		p.Status.Message = "started with break-glass"
+	}
+	return true, run.patchPromotion(ctx, before, p)
+}
+
+// progress moves a running Promotion one step, from what the applier reports.
+func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion) (time.Duration, error) {
+	stage, version := run.stage, p.Status.Version
+	if version == nil || version.Digest == "" {
+		return 0, run.finish(ctx, p, stagecoachv1.PhaseFailed, "the Promotion has no version to apply")
+	}
+	obs := run.applier.Observe(run.obj, version.Digest)
+	d := plan.Progress(p, obs, run.now, stage.GetGrace(), stage.GetProgressDeadline())
+	before := p.DeepCopy()
+	now := metav1.NewTime(run.now)
+	switch d.Step {
+	case plan.StepApply:
+		if applied, err := run.apply(ctx, p); err != nil || !applied {
+			return 0, err
+		}
+		p.Status.AppliedAt = &now
+		p.Status.Message = "applied " + versionString(version) + "; waiting for the engine"
+		run.event(p, corev1.EventTypeNormal, EventPromoted, "Promoted %s to %s", stage.Name, versionString(version))
+		// Look again by the deadline even if the engine never writes.
+		d.RequeueAfter = stage.GetProgressDeadline()
+	case plan.StepLanded:
+		p.Status.LandedAt = &now
+		p.Status.Message = d.Message
+		run.event(p, corev1.EventTypeNormal, EventLanded, "%s landed in %s: %s", versionString(version), stage.Name, d.Message)
+	case plan.StepUnlanded:
+		p.Status.LandedAt = nil
+		p.Status.Message = d.Message
+	case plan.StepWait:
+		p.Status.Message = d.Message
+	case plan.StepVerify:
+		return 0, run.verified(ctx, p, d.Message)
+	case plan.StepFail:
+		return 0, run.failed(ctx, p, d.Reason, d.Message)
+	}
+	return d.RequeueAfter, run.patchPromotion(ctx, before, p)
+}
+
+// apply writes the version to the applier once. A value there that Stagecoach did not write
+// freezes the Stage instead of being overwritten.
+func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
+	stage, digest := run.stage, p.Status.Version.Digest
+	current := run.applier.Revision(run.obj)
+	known := []string{"", digest, stage.Status.LastAppliedDigest}
+	if stage.Status.Current != nil {
+		known = append(known, stage.Status.Current.Digest)
+	}
+	if !slices.Contains(known, current) {
+		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion",
+			run.obj.GetKind(), run.obj.GetName(), current)
+		run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
+		run.event(stage, corev1.EventTypeWarning, EventFrozen, "%s", msg)
+		return false, run.finish(ctx, p, stagecoachv1.PhaseAborted, "not applied: "+msg)
+	}
+	stage.Status.LastAppliedDigest = digest
+	if current == digest {
+		// Written before a restart: writing again would only wake the engine for nothing.
+		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
+	}
+	orig := run.obj.DeepCopy()
+	if err := run.applier.SetRevision(run.obj, applier.Version{Digest: digest, Tag: p.Status.Version.Tag}); err != nil {
+		return false, err
+	}
+	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
+	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil {
+		return false, fmt.Errorf("failed to apply %s to %s %q: %w", digest, run.obj.GetKind(), run.obj.GetName(), err)
+	}
+	return true, nil
+}
+
+// annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
+func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
+	orig := run.obj.DeepCopy()
+	setPromotionAnnotations(run.obj, p, phase)
+	if equalAnnotations(orig, run.obj) {
+		return nil
+	}
+	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to annotate %s %q: %w", run.obj.GetKind(), run.obj.GetName(), err)
+	}
+	return nil
+}
+
+// verified finishes a Promotion whose version held: the Stage runs it now.
+func (run *promotionRun) verified(ctx context.Context, p *stagecoachv1.Promotion, evidence string) error {
+	stage, v := run.stage, p.Status.Version
+	now := metav1.NewTime(run.now)
+	stage.Status.Current = &stagecoachv1.CurrentVersion{Version: v.Tag, Digest: v.Digest, PromotedAt: p.Status.AppliedAt,
+		VerifiedAt: &now, Promotion: p.Name}
+	run.addHistory(p, stagecoachv1.PhaseSucceeded)
+	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionVerified, Status: metav1.ConditionTrue,
+		Reason: stagecoachv1.ReasonVerified, Message: fmt.Sprintf("%s verified: %s", versionString(v), evidence), ObservedGeneration: stage.Generation})
+	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting, Status: metav1.ConditionFalse,
+		Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: stage.Generation})
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	if err := run.annotate(ctx, p, stagecoachv1.PhaseSucceeded); err != nil {
+		return err
+	}
+	if original := p.Annotations[stagecoachv1.RollbackOfAnnotation]; original != "" {
+		if err := run.markRolledBack(ctx, original, p.Name); err != nil {
+			return err
+		}
+	}
+	before := p.DeepCopy()
+	p.Status.VerifiedAt = &now
+	run.event(p, corev1.EventTypeNormal, EventVerified, "%s verified in %s", versionString(v), stage.Name)
+	return run.finishFrom(ctx, before, p, stagecoachv1.PhaseSucceeded, "verified: "+evidence)
+}
+
+// failed finishes a failed Promotion: the version is never offered automatically again,
+// automation holds, and a failed promote rolls back to the last verified version.
+func (run *promotionRun) failed(ctx context.Context, p *stagecoachv1.Promotion, reason, message string) error {
+	stage, v := run.stage, p.Status.Version
+	if p.Spec.Action == stagecoachv1.ActionPromote && !slices.Contains(stage.Status.FailedDigests, v.Digest) {
+		stage.Status.FailedDigests = append(stage.Status.FailedDigests, v.Digest)
+		if n := len(stage.Status.FailedDigests); n > failedDigestsLimit {
+			stage.Status.FailedDigests = stage.Status.FailedDigests[n-failedDigestsLimit:]
+		}
+	}
+	run.addHistory(p, stagecoachv1.PhaseFailed)
+	holdReason := stagecoachv1.ReasonPromotionFailed
+	if p.Spec.Action == stagecoachv1.ActionRollback {
+		holdReason = stagecoachv1.ReasonRollbackFailed
+	}
+	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: holdReason, Promotion: p.Name, Since: metav1.NewTime(run.now),
+		Message: fmt.Sprintf("automatic promotion is held since %s failed (%s): promote a version by hand to resume", p.Name, reason)}
+	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionVerified, Status: metav1.ConditionFalse,
+		Reason: reason, Message: fmt.Sprintf("%s failed: %s", versionString(v), message), ObservedGeneration: stage.Generation})
+
+	var rollback *stagecoachv1.Promotion
+	if p.Spec.Action == stagecoachv1.ActionPromote && stage.GetAutomaticRollback() &&
+		stage.Status.AutomaticRollbacks < stage.GetRollbackLimit() &&
+		stage.Status.Current != nil && stage.Status.Current.Digest != "" && stage.Status.Current.Digest != v.Digest {
+		rollback = run.rollbackFor(p)
+		stage.Status.AutomaticRollbacks++
+	}
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	if rollback != nil {
+		if err := run.r.Create(ctx, rollback); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create Rollback Promotion %q for Stage %q: %w", rollback.Name, stage.Name, err)
+		}
+		message += fmt.Sprintf("; rolling back to %s with Promotion %s", versionString(rollback.Spec.Version), rollback.Name)
+	}
+	if err := run.annotate(ctx, p, stagecoachv1.PhaseFailed); err != nil {
+		return err
+	}
+	run.event(p, corev1.EventTypeWarning, EventPromotionFailed, "%s failed in %s: %s", versionString(v), stage.Name, message)
+	return run.finish(ctx, p, stagecoachv1.PhaseFailed, message)
+}
+
+// rollbackFor builds the Rollback Promotion of a failed one, named after it so that a retry after
+// a crash finds it instead of creating a second.
+func (run *promotionRun) rollbackFor(p *stagecoachv1.Promotion) *stagecoachv1.Promotion {
+	cur := run.stage.Status.Current
+	rb := &stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: truncateName(p.Name, "-rollback"), Namespace: p.Namespace,
+			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: run.stage.Name},
+			Annotations: map[string]string{stagecoachv1.RollbackOfAnnotation: p.Name},
+		},
+		Spec: stagecoachv1.PromotionSpec{Stage: run.stage.Name, Action: stagecoachv1.ActionRollback,
+			Version: &stagecoachv1.VersionReference{Digest: cur.Digest, Tag: cur.Version},
+			Reason:  fmt.Sprintf("automatic rollback after %s failed", p.Name)},
+	}
+	_ = controllerutil.SetOwnerReference(run.stage, rb, run.r.Scheme())
+	return rb
+}
+
+// markRolledBack records on the failed Promotion that its rollback succeeded.
+func (run *promotionRun) markRolledBack(ctx context.Context, name, by string) error {
+	p := &stagecoachv1.Promotion{}
+	if err := run.r.Get(ctx, client.ObjectKey{Namespace: run.stage.Namespace, Name: name}, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if p.Status.Phase == stagecoachv1.PhaseRolledBack {
+		return nil
+	}
+	before := p.DeepCopy()
+	p.Status.Phase = stagecoachv1.PhaseRolledBack
+	p.Status.Message = fmt.Sprintf("rolled back by %s: %s", by, p.Status.Message)
+	run.event(p, corev1.EventTypeNormal, EventRolledBack, "Stage %s rolled back by %s", run.stage.Name, by)
+	return run.patchPromotion(ctx, before, p)
+}
+
+// addHistory records a finished Promotion on the Stage once, newest first, bounded.
+func (run *promotionRun) addHistory(p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) {
+	st := &run.stage.Status
+	for _, h := range st.History {
+		if h.Promotion == p.Name {
+			return
+		}
+	}
+	now := metav1.NewTime(run.now)
+	entry := stagecoachv1.HistoryEntry{Version: p.Status.Version.Tag, Digest: p.Status.Version.Digest, Action: p.Spec.Action,
+		Phase: phase, Promotion: p.Name, PromotedAt: p.Status.AppliedAt, FinishedAt: &now}
+	st.History = append([]stagecoachv1.HistoryEntry{entry}, st.History...)
+	if len(st.History) > historyLimit {
+		st.History = st.History[:historyLimit]
+	}
+}
+
+// automate offers the source's candidate: it creates an automatic Promotion when every gate is
+// open, and otherwise says in status.candidate what blocks it.
+func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1.Promotion) error {
+	stage := run.stage
+	candidate, block, err := run.r.candidate(ctx, stage)
+	if err != nil {
+		return err
+	}
+	if candidate == nil {
+		stage.Status.Candidate = nil
+		if block != nil {
+			stage.Status.Candidate = &stagecoachv1.CandidateVersion{BlockedBy: []stagecoachv1.GateBlock{*block}}
+		}
+		return nil
+	}
+	promote, blocks := plan.AutoPromote(stage, candidate, promotions)
+	if !promote {
+		stage.Status.Candidate = nil
+		if len(blocks) > 0 {
+			stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest, BlockedBy: blocks}
+		}
+		return nil
+	}
+	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest}
+	p := &stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{
+			// Named by digest: after a restart, creating it again finds the first one.
+			Name: truncateName(stage.Name, "-"+shortDigest(candidate.Digest)), Namespace: stage.Namespace,
+			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
+			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
+		},
+		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote,
+			Version: &stagecoachv1.VersionReference{Digest: candidate.Digest, Tag: candidate.Tag},
+			Reason:  "automatic: the source offers " + versionString(&stagecoachv1.VersionReference{Digest: candidate.Digest, Tag: candidate.Tag})},
+	}
+	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
+	if err := run.r.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
+	}
+	return nil
+}
+
+// wait records why a Promotion has not started, once.
+func (run *promotionRun) wait(ctx context.Context, p *stagecoachv1.Promotion, message string) error {
+	if p.Status.Phase == stagecoachv1.PhasePending && p.Status.Message == message {
+		return nil
+	}
+	before := p.DeepCopy()
+	p.Status.Phase = stagecoachv1.PhasePending
+	p.Status.Message = message
+	p.Status.ObservedGeneration = p.Generation
+	return run.patchPromotion(ctx, before, p)
+}
+
+func (run *promotionRun) finish(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase, message string) error {
+	return run.finishFrom(ctx, p.DeepCopy(), p, phase, message)
+}
+
+func (run *promotionRun) finishFrom(ctx context.Context, before, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase, message string) error {
+	now := metav1.NewTime(run.now)
+	p.Status.Phase = phase
+	p.Status.FinishedAt = &now
+	p.Status.Message = message
+	p.Status.ObservedGeneration = p.Generation
+	return run.patchPromotion(ctx, before, p)
+}
+
+func (run *promotionRun) patchPromotion(ctx context.Context, before, p *stagecoachv1.Promotion) error {
+	if err := run.r.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to update the status of Promotion %q: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (run *promotionRun) setFrozen(reason, message string) {
+	meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue,
+		Reason: reason, Message: message, ObservedGeneration: run.stage.Generation})
+}
+
+func (run *promotionRun) event(obj client.Object, eventType, reason, note string, args ...any) {
+	run.r.Events.Eventf(obj, nil, eventType, reason, "Promote", note, args...)
+}
+
+// candidate reads what the Stage's source offers now. Only the same-cluster upstream source is
+// built so far; the others say so in status.candidate.
+func (r *StageReconciler) candidate(ctx context.Context, stage *stagecoachv1.Stage) (*plan.Candidate, *stagecoachv1.GateBlock, error) {
+	up := stage.Spec.Source.Upstream
+	if up == nil {
+		return nil, &stagecoachv1.GateBlock{Gate: plan.GateSource, Reason: "SourceNotSupported",
+			Message: "this controller does not read registry or record sources yet"}, nil
+	}
+	ns := up.Namespace
+	if ns == "" {
+		ns = stage.Namespace
+	}
+	upstream := &stagecoachv1.Stage{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: up.Stage}, upstream); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &stagecoachv1.GateBlock{Gate: plan.GateSource, Reason: stagecoachv1.ReasonUpstreamUnreadable,
+				Message: fmt.Sprintf("upstream Stage '%s/%s' does not exist: create it or fix spec.source.upstream", ns, up.Stage)}, nil
+		}
+		return nil, nil, fmt.Errorf("failed to get upstream Stage %s/%s of Stage %q: %w", ns, up.Stage, stage.Name, err)
+	}
+	verified := meta.FindStatusCondition(upstream.Status.Conditions, stagecoachv1.ConditionVerified)
+	cur := upstream.Status.Current
+	if verified == nil || verified.Status != metav1.ConditionTrue || cur == nil || cur.Digest == "" || cur.VerifiedAt == nil {
+		return nil, nil, nil
+	}
+	return &plan.Candidate{Digest: cur.Digest, Tag: cur.Version, VerifiedAt: cur.VerifiedAt}, nil, nil
+}
+
+func setPromotionAnnotations(obj *unstructured.Unstructured, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[stagecoachv1.VersionAnnotation] = versionString(p.Status.Version)
+	a[stagecoachv1.PromotionAnnotation] = p.Name
+	a[stagecoachv1.PhaseAnnotation] = string(phase)
+	obj.SetAnnotations(a)
+}
+
+func equalAnnotations(a, b *unstructured.Unstructured) bool {
+	x, y := a.GetAnnotations(), b.GetAnnotations()
+	if len(x) != len(y) {
+		return false
+	}
+	for k, v := range x {
+		if y[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func versionString(v *stagecoachv1.VersionReference) string {
+	switch {
+	case v == nil:
+		return "<none>"
+	case v.Tag != "":
+		return v.Tag + "@" + v.Digest
+	}
+	return v.Digest
+}
+
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[len("sha256:") : len("sha256:")+12]
+	}
+	return d
+}
+
+// truncateName keeps generated names within the 253 characters of a Kubernetes name.
+func truncateName(base, suffix string) string {
+	if max := 253 - len(suffix); len(base) > max {
+		base = base[:max]
+	}
+	return base + suffix
+}

@@ -1,0 +1,71 @@
+// Package applier knows, for each kind of GitOps object, how to point it at a version and how to
+// tell from its status whether that version has landed. One file per engine; all are pure functions
+// over the object as read from the API server (unstructured), so they are tested without a cluster.
+package applier
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Version is what a Stage promotes: the digest decides, the tag is for people.
+type Version struct {
+	Digest string
+	Tag    string
+}
+
+// Problem is one reason the object cannot be used as it is (or runs more than the digest decides).
+type Problem struct {
+	Reason  string
+	Message string
+}
+
+// Phase of a version on an applier.
+type Phase string
+
+const (
+	// Progressing: the engine has not (yet) proven the version runs.
+	Progressing Phase = "Progressing"
+	// Landed: the engine reports the exact version applied and healthy, with fresh status.
+	Landed Phase = "Landed"
+	// Failed: the engine reports that applying this version failed.
+	Failed Phase = "Failed"
+)
+
+// Observation is what the engine's status says about one version, with the evidence.
+type Observation struct {
+	Phase   Phase
+	Reason  string
+	Message string
+}
+
+// Applier is one engine's way of applying versions.
+type Applier interface {
+	// Validate reports why the object cannot carry promotions (blocking, Ready=False) and what
+	// besides the digest decides what runs (not blocking, Mediated=False).
+	Validate(obj *unstructured.Unstructured) (blocking *Problem, unmediated *Problem)
+	// Revision returns the digest the object is told to run now, "" when none.
+	Revision(obj *unstructured.Unstructured) string
+	// SetRevision points the object at the version and asks the engine to look at it now.
+	SetRevision(obj *unstructured.Unstructured, v Version) error
+	// Observe reports whether the version with this digest has landed.
+	Observe(obj *unstructured.Unstructured, digest string) Observation
+}
+
+// For returns the applier of a kind, or nil when Stagecoach has no built-in one for it.
+func For(gk schema.GroupKind) Applier {
+	switch gk {
+	case schema.GroupKind{Group: "argoproj.io", Kind: "Application"}:
+		return ArgoCDApplication{}
+	}
+	return nil
+}
+
+// revisionNames reports whether an engine's revision string names the digest: engines write either
+// the bare digest or "<tag>@<digest>".
+func revisionNames(revision, digest string) bool {
+	if digest == "" {
+		return false
+	}
+	return revision == digest || len(revision) > len(digest) && revision[len(revision)-len(digest)-1:] == "@"+digest
+}

@@ -1,0 +1,243 @@
+package applier
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// PluginName is the config management plugin that renders Git sources at a digest.
+const PluginName = "stagecoach"
+
+// Plugin environment variables carrying the promoted version.
+const (
+	DigestEnv  = "STAGECOACH_DIGEST"
+	VersionEnv = "STAGECOACH_VERSION"
+)
+
+// RefreshAnnotation asks Argo CD's application-controller to compare the Application now.
+const RefreshAnnotation = "argocd.argoproj.io/refresh"
+
+// ArgoCDApplication applies versions through an Argo CD Application: an OCI source's
+// targetRevision, or the Stagecoach plugin's environment for a Git source. It never syncs: the
+// Application must sync automatically.
+type ArgoCDApplication struct{}
+
+var _ Applier = ArgoCDApplication{}
+
+func describe(obj *unstructured.Unstructured) string {
+	return fmt.Sprintf("Application '%s/%s'", obj.GetNamespace(), obj.GetName())
+}
+
+// Validate implements Applier.
+func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
+	name := describe(obj)
+	if sources, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources"); len(sources) > 0 {
+		return &Problem{Reason: "ApplierMultiSource", Message: fmt.Sprintf(
+			"%s has %d entries in spec.sources: Stagecoach promotes exactly one source; use spec.source", name, len(sources))}, nil
+	}
+	source, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source")
+	if !ok {
+		return &Problem{Reason: "ApplierNotOCI", Message: fmt.Sprintf(
+			"%s has no spec.source: set an OCI source (repoURL oci://...) or a Git source using the %s plugin", name, PluginName)}, nil
+	}
+	repoURL, _, _ := unstructured.NestedString(source, "repoURL")
+	pluginName, _, _ := unstructured.NestedString(source, "plugin", "name")
+	_, pluginSet, _ := unstructured.NestedMap(source, "plugin")
+	usesOurPlugin := pluginSet && isOurPlugin(pluginName)
+	if !strings.HasPrefix(repoURL, "oci://") && !usesOurPlugin {
+		return &Problem{Reason: "ApplierNotOCI", Message: fmt.Sprintf(
+			"%s has source %q, which is not OCI and does not use the %s plugin: use an oci:// repoURL or set spec.source.plugin.name: %s",
+			name, repoURL, PluginName, PluginName)}, nil
+	}
+	if !automated(obj) {
+		return &Problem{Reason: "ApplierNotAutomated", Message: fmt.Sprintf(
+			"%s does not sync automatically: set spec.syncPolicy.automated, since Stagecoach never runs a sync", name)}, nil
+	}
+
+	var fields []string
+	for _, f := range [][]string{
+		{"kustomize", "images"}, {"kustomize", "patches"}, {"kustomize", "components"},
+		{"helm", "parameters"}, {"helm", "values"}, {"helm", "valuesObject"}, {"helm", "valueFiles"}, {"helm", "fileParameters"},
+	} {
+		if v, ok, _ := unstructured.NestedFieldNoCopy(source, f...); ok && !empty(v) {
+			fields = append(fields, "spec.source."+strings.Join(f, "."))
+		}
+	}
+	if pluginSet && !usesOurPlugin {
+		fields = append(fields, fmt.Sprintf("spec.source.plugin (%q)", pluginName))
+	}
+	if len(fields) > 0 {
+		return nil, &Problem{Reason: "NotMediated", Message: fmt.Sprintf(
+			"%s sets %s: something besides the digest decides what runs", name, strings.Join(fields, ", "))}
+	}
+	return nil, nil
+}
+
+func isOurPlugin(name string) bool {
+	return name == PluginName || strings.HasPrefix(name, PluginName+"-v")
+}
+
+func automated(obj *unstructured.Unstructured) bool {
+	auto, ok, _ := unstructured.NestedMap(obj.Object, "spec", "syncPolicy", "automated")
+	if !ok || auto == nil {
+		return false
+	}
+	// Argo CD 3 can keep the block but switch it off.
+	if enabled, found, _ := unstructured.NestedBool(auto, "enabled"); found && !enabled {
+		return false
+	}
+	return true
+}
+
+func empty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case string:
+		return t == ""
+	case []any:
+		return len(t) == 0
+	case map[string]any:
+		return len(t) == 0
+	}
+	return false
+}
+
+func usesPlugin(obj *unstructured.Unstructured) bool {
+	_, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source", "plugin")
+	return ok
+}
+
+// Revision implements Applier.
+func (ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
+	if usesPlugin(obj) {
+		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
+		return envValue(env, DigestEnv)
+	}
+	rev, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "targetRevision")
+	return rev
+}
+
+// SetRevision implements Applier.
+func (ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version) error {
+	if usesPlugin(obj) {
+		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
+		env = setEnv(env, DigestEnv, v.Digest)
+		env = setEnv(env, VersionEnv, v.Tag)
+		if err := unstructured.SetNestedSlice(obj.Object, env, "spec", "source", "plugin", "env"); err != nil {
+			return fmt.Errorf("failed to set the plugin env of %s: %w", describe(obj), err)
+		}
+	} else if err := unstructured.SetNestedField(obj.Object, v.Digest, "spec", "source", "targetRevision"); err != nil {
+		return fmt.Errorf("failed to set the targetRevision of %s: %w", describe(obj), err)
+	}
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[RefreshAnnotation] = "normal"
+	obj.SetAnnotations(annotations)
+	return nil
+}
+
+func envValue(env []any, name string) string {
+	for _, e := range env {
+		if m, ok := e.(map[string]any); ok && m["name"] == name {
+			s, _ := m["value"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+func setEnv(env []any, name, value string) []any {
+	for _, e := range env {
+		if m, ok := e.(map[string]any); ok && m["name"] == name {
+			m["value"] = value
+			return env
+		}
+	}
+	return append(env, map[string]any{"name": name, "value": value})
+}
+
+// Observe implements Applier. Landed needs every one of: the last sync operation Succeeded and
+// applied the digest, the comparison is Synced at the digest, health is Healthy, and the status was
+// reconciled no earlier than the sync finished (health from before the sync proves nothing).
+// status.sync.revision alone is never proof: it moves on refresh while the old version still runs.
+func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	str := func(path ...string) string { s, _, _ := unstructured.NestedString(status, path...); return s }
+
+	plugin := usesPlugin(obj)
+	opPhase := str("operationState", "phase")
+	opMessage := str("operationState", "message")
+	opApplied := a.syncedDigest(status, plugin, "operationState", "syncResult")
+	opRequested := str("operationState", "operation", "sync", "revision")
+	finishedAt := str("operationState", "finishedAt")
+	ours := revisionNames(opApplied, digest) || revisionNames(opRequested, digest)
+
+	switch {
+	case opPhase == "":
+		return Observation{Phase: Progressing, Reason: "WaitingForSync", Message: fmt.Sprintf("waiting for Argo CD to sync %s", digest)}
+	case (opPhase == "Failed" || opPhase == "Error") && ours:
+		return Observation{Phase: Failed, Reason: "SyncFailed", Message: fmt.Sprintf("the sync of %s ended %s: %s", digest, opPhase, opMessage)}
+	case opPhase != "Succeeded" || !revisionNames(opApplied, digest):
+		return Observation{Phase: Progressing, Reason: "WaitingForSync", Message: fmt.Sprintf(
+			"waiting for Argo CD to sync %s (last operation %s at %q)", digest, opPhase, opApplied)}
+	}
+
+	health := str("health", "status")
+	reconciledAt := str("reconciledAt")
+	fresh := notBefore(reconciledAt, finishedAt)
+	if health == "Degraded" && fresh {
+		return Observation{Phase: Failed, Reason: "Degraded", Message: fmt.Sprintf(
+			"%s is Degraded after the sync of %s: %s", describe(obj), digest, str("health", "message"))}
+	}
+	syncStatus := str("sync", "status")
+	comparedAt := a.syncedDigest(status, plugin, "sync")
+	var missing []string
+	if syncStatus != "Synced" || !revisionNames(comparedAt, digest) {
+		missing = append(missing, fmt.Sprintf("sync is %s at %q", syncStatus, comparedAt))
+	}
+	if health != "Healthy" {
+		missing = append(missing, fmt.Sprintf("health is %s", health))
+	}
+	if !fresh {
+		missing = append(missing, fmt.Sprintf("status reconciled at %s, before the sync finished at %s", reconciledAt, finishedAt))
+	}
+	if len(missing) > 0 {
+		return Observation{Phase: Progressing, Reason: "WaitingForHealth", Message: fmt.Sprintf(
+			"synced %s at %s; waiting: %s", digest, finishedAt, strings.Join(missing, ", "))}
+	}
+	return Observation{Phase: Landed, Reason: "Landed", Message: fmt.Sprintf(
+		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, digest, reconciledAt)}
+}
+
+// syncedDigest reads the digest a sync result or comparison names: the revision for an OCI
+// source, the plugin's STAGECOACH_DIGEST for a Git source (whose revision is a commit).
+func (ArgoCDApplication) syncedDigest(status map[string]any, plugin bool, path ...string) string {
+	if plugin {
+		sourcePath := append(append([]string{}, path...), "source", "plugin", "env")
+		if path[0] == "sync" {
+			sourcePath = append(append([]string{}, path...), "comparedTo", "source", "plugin", "env")
+		}
+		env, _, _ := unstructured.NestedSlice(status, sourcePath...)
+		return envValue(env, DigestEnv)
+	}
+	rev, _, _ := unstructured.NestedString(status, append(append([]string{}, path...), "revision")...)
+	return rev
+}
+
+// notBefore reports whether RFC 3339 time a is not before b. Argo CD writes both with one-second
+// resolution, and its post-sync refresh usually lands in the same second as finishedAt, so equal
+// counts as fresh; a stale Healthy in that second is caught by the grace period.
+func notBefore(a, b string) bool {
+	ta, errA := time.Parse(time.RFC3339, a)
+	tb, errB := time.Parse(time.RFC3339, b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	return !ta.Before(tb)
+}

@@ -1,0 +1,213 @@
+package applier
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
+
+func app(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(y), &obj); err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetNamespace("prod")
+	u.SetName("payments")
+	return u
+}
+
+func TestArgoCDValidate(t *testing.T) {
+	cases := []struct {
+		name, spec         string
+		wantBlocking       string
+		wantUnmediated     string
+		wantMessageContain string
+	}{
+		{name: "OCI, automated", spec: `{source: {repoURL: oci://r/p, path: .}, syncPolicy: {automated: {}}}`},
+		{name: "Stagecoach plugin on Git", spec: `{source: {repoURL: https://git/x.git, plugin: {name: stagecoach}}, syncPolicy: {automated: {prune: true}}}`},
+		{name: "versioned Stagecoach plugin", spec: `{source: {repoURL: https://git/x.git, plugin: {name: stagecoach-v1}}, syncPolicy: {automated: {}}}`},
+		{name: "multi-source", spec: `{sources: [{repoURL: oci://r/a}, {repoURL: oci://r/b}], syncPolicy: {automated: {}}}`,
+			wantBlocking: "ApplierMultiSource", wantMessageContain: "Application 'prod/payments' has 2 entries in spec.sources"},
+		{name: "Git without plugin", spec: `{source: {repoURL: https://git/x.git, path: app}, syncPolicy: {automated: {}}}`,
+			wantBlocking: "ApplierNotOCI", wantMessageContain: `source "https://git/x.git", which is not OCI`},
+		{name: "Git with a foreign plugin", spec: `{source: {repoURL: https://git/x.git, plugin: {name: sops}}, syncPolicy: {automated: {}}}`,
+			wantBlocking: "ApplierNotOCI"},
+		{name: "no source", spec: `{syncPolicy: {automated: {}}}`, wantBlocking: "ApplierNotOCI", wantMessageContain: "has no spec.source"},
+		{name: "manual sync", spec: `{source: {repoURL: oci://r/p}}`,
+			wantBlocking: "ApplierNotAutomated", wantMessageContain: "set spec.syncPolicy.automated, since Stagecoach never runs a sync"},
+		{name: "automation switched off", spec: `{source: {repoURL: oci://r/p}, syncPolicy: {automated: {enabled: false}}}`,
+			wantBlocking: "ApplierNotAutomated"},
+		{name: "kustomize images", spec: `{source: {repoURL: oci://r/p, kustomize: {images: ["app=app:v2"]}}, syncPolicy: {automated: {}}}`,
+			wantUnmediated: "NotMediated", wantMessageContain: "sets spec.source.kustomize.images: something besides the digest decides what runs"},
+		{name: "helm values and parameters", spec: `{source: {repoURL: oci://r/p, helm: {values: "x: 1", parameters: [{name: a, value: b}]}}, syncPolicy: {automated: {}}}`,
+			wantUnmediated: "NotMediated", wantMessageContain: "spec.source.helm.parameters, spec.source.helm.values"},
+		{name: "foreign plugin on OCI", spec: `{source: {repoURL: oci://r/p, plugin: {name: sops}}, syncPolicy: {automated: {}}}`,
+			wantUnmediated: "NotMediated", wantMessageContain: `spec.source.plugin ("sops")`},
+		{name: "empty kustomize block is fine", spec: `{source: {repoURL: oci://r/p, kustomize: {images: []}}, syncPolicy: {automated: {}}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			blocking, unmediated := ArgoCDApplication{}.Validate(app(t, "spec: "+tc.spec))
+			switch {
+			case tc.wantBlocking != "":
+				g.Expect(blocking).NotTo(BeNil())
+				g.Expect(blocking.Reason).To(Equal(tc.wantBlocking))
+				g.Expect(blocking.Message).To(ContainSubstring(tc.wantMessageContain))
+			case tc.wantUnmediated != "":
+				g.Expect(blocking).To(BeNil())
+				g.Expect(unmediated).NotTo(BeNil())
+				g.Expect(unmediated.Reason).To(Equal(tc.wantUnmediated))
+				g.Expect(unmediated.Message).To(ContainSubstring(tc.wantMessageContain))
+			default:
+				g.Expect(blocking).To(BeNil())
+				g.Expect(unmediated).To(BeNil())
+			}
+		})
+	}
+}
+
+func TestArgoCDSetRevision(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    string
+		check   func(g Gomega, obj *unstructured.Unstructured)
+		before  string
+		wantRev string
+	}{
+		{name: "OCI targetRevision", spec: `{source: {repoURL: oci://r/p, targetRevision: ""}}`, before: "",
+			check: func(g Gomega, obj *unstructured.Unstructured) {
+				rev, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "targetRevision")
+				g.Expect(rev).To(Equal(d2))
+			}},
+		{name: "plugin env, existing entries kept", before: d1,
+			spec: `{source: {repoURL: https://git/x.git, targetRevision: main, plugin: {name: stagecoach, env: [{name: STAGE, value: prod}, {name: STAGECOACH_DIGEST, value: "` + d1 + `"}]}}}`,
+			check: func(g Gomega, obj *unstructured.Unstructured) {
+				env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
+				g.Expect(env).To(ConsistOf(
+					map[string]any{"name": "STAGE", "value": "prod"},
+					map[string]any{"name": "STAGECOACH_DIGEST", "value": d2},
+					map[string]any{"name": "STAGECOACH_VERSION", "value": "v2.0.0"},
+				))
+				rev, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "targetRevision")
+				g.Expect(rev).To(Equal("main"), "the Git revision is not Stagecoach's to change")
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj := app(t, "spec: "+tc.spec)
+			a := ArgoCDApplication{}
+			g.Expect(a.Revision(obj)).To(Equal(tc.before))
+			g.Expect(a.SetRevision(obj, Version{Digest: d2, Tag: "v2.0.0"})).To(Succeed())
+			g.Expect(a.Revision(obj)).To(Equal(d2))
+			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue("argocd.argoproj.io/refresh", "normal"))
+			tc.check(g, obj)
+		})
+	}
+}
+
+func TestArgoCDObserve(t *testing.T) {
+	const oci = `spec: {source: {repoURL: oci://r/p, targetRevision: "` + d2 + `"}}
+`
+	cases := []struct {
+		name       string
+		status     string
+		app        string
+		wantPhase  Phase
+		wantReason string
+		wantMsg    string
+	}{
+		{name: "no operation yet", status: `{sync: {status: OutOfSync, revision: "` + d2 + `"}}`,
+			wantPhase: Progressing, wantReason: "WaitingForSync"},
+		{name: "refresh moved sync.revision but the old version runs",
+			status: `{sync: {status: OutOfSync, revision: "` + d2 + `"}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d1 + `"}},
+			  reconciledAt: "2026-11-30T10:05:00Z"}`,
+			wantPhase: Progressing, wantReason: "WaitingForSync"},
+		{name: "sync running", status: `{operationState: {phase: Running, operation: {sync: {revision: "` + d2 + `"}}}}`,
+			wantPhase: Progressing, wantReason: "WaitingForSync"},
+		{name: "landed", status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d2 + `"}},
+			  reconciledAt: "2026-11-30T10:00:02Z"}`,
+			wantPhase: Landed, wantMsg: "operation Succeeded at " + d2},
+		{name: "landed, reconciled in the second the sync finished", status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d2 + `"}},
+			  reconciledAt: "2026-11-30T10:00:00Z"}`,
+			wantPhase: Landed},
+		{name: "stale Healthy from before the sync is not proof", status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d2 + `"}},
+			  reconciledAt: "2026-11-30T09:59:59Z"}`,
+			wantPhase: Progressing, wantReason: "WaitingForHealth", wantMsg: "before the sync finished"},
+		{name: "revision in tag@digest form", status: `{sync: {status: Synced, revision: "v2@` + d2 + `"}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "v2@` + d2 + `"}},
+			  reconciledAt: "2026-11-30T10:00:01Z"}`,
+			wantPhase: Landed},
+		{name: "still progressing", status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Progressing},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d2 + `"}},
+			  reconciledAt: "2026-11-30T10:00:01Z"}`,
+			wantPhase: Progressing, wantMsg: "health is Progressing"},
+		{name: "sync failed", status: `{operationState: {phase: Failed, message: "one or more objects failed to apply", operation: {sync: {revision: "` + d2 + `"}}, syncResult: {revision: "` + d2 + `"}}}`,
+			wantPhase: Failed, wantReason: "SyncFailed", wantMsg: "ended Failed: one or more objects failed to apply"},
+		{name: "sync error", status: `{operationState: {phase: Error, message: "boom", operation: {sync: {revision: "` + d2 + `"}}}}`,
+			wantPhase: Failed, wantReason: "SyncFailed"},
+		{name: "a failed sync of another digest is not ours", status: `{operationState: {phase: Failed, operation: {sync: {revision: "` + d1 + `"}}, syncResult: {revision: "` + d1 + `"}}}`,
+			wantPhase: Progressing},
+		{name: "degraded after the sync", status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Degraded, message: "crashloop"},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d2 + `"}},
+			  reconciledAt: "2026-11-30T10:00:03Z"}`,
+			wantPhase: Failed, wantReason: "Degraded", wantMsg: "is Degraded after the sync of " + d2 + ": crashloop"},
+		{name: "degraded from before the sync does not fail it", status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Degraded},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: "` + d2 + `"}},
+			  reconciledAt: "2026-11-30T09:00:00Z"}`,
+			wantPhase: Progressing},
+		{name: "plugin source landed by env, not by commit", app: `spec: {source: {repoURL: https://git/x.git, plugin: {name: stagecoach, env: [{name: STAGECOACH_DIGEST, value: "` + d2 + `"}]}}}
+`, status: `{sync: {status: Synced, revision: 0a1b2c, comparedTo: {source: {plugin: {env: [{name: STAGECOACH_DIGEST, value: "` + d2 + `"}]}}}}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: 0a1b2c, source: {plugin: {env: [{name: STAGECOACH_DIGEST, value: "` + d2 + `"}]}}}},
+			  reconciledAt: "2026-11-30T10:00:01Z"}`,
+			wantPhase: Landed},
+		{name: "plugin source synced at the old digest", app: `spec: {source: {repoURL: https://git/x.git, plugin: {name: stagecoach}}}
+`, status: `{sync: {status: Synced, revision: 0a1b2c, comparedTo: {source: {plugin: {env: [{name: STAGECOACH_DIGEST, value: "` + d1 + `"}]}}}}, health: {status: Healthy},
+			  operationState: {phase: Succeeded, finishedAt: "2026-11-30T10:00:00Z", syncResult: {revision: 0a1b2c, source: {plugin: {env: [{name: STAGECOACH_DIGEST, value: "` + d1 + `"}]}}}},
+			  reconciledAt: "2026-11-30T10:00:01Z"}`,
+			wantPhase: Progressing},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			a := tc.app
+			if a == "" {
+				a = oci
+			}
+			obs := ArgoCDApplication{}.Observe(app(t, a+"status: "+tc.status), d2)
+			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			if tc.wantReason != "" {
+				g.Expect(obs.Reason).To(Equal(tc.wantReason))
+			}
+			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
+		})
+	}
+}
+
+func TestRevisionNames(t *testing.T) {
+	cases := []struct {
+		rev, digest string
+		want        bool
+	}{
+		{d1, d1, true}, {"v1@" + d1, d1, true}, {d2, d1, false}, {"v1" + d1, d1, false}, {"", "", false}, {d1[:20], d1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rev, func(t *testing.T) {
+			NewWithT(t).Expect(revisionNames(tc.rev, tc.digest)).To(Equal(tc.want))
+		})
+	}
+}

@@ -1,0 +1,208 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+)
+
+const (
+	d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func promo(name string, second int, phase stagecoachv1.PromotionPhase, action stagecoachv1.PromotionAction, auto bool) stagecoachv1.Promotion {
+	p := stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(second) * time.Second))},
+		Spec:       stagecoachv1.PromotionSpec{Action: action, Version: &stagecoachv1.VersionReference{Digest: d1}},
+		Status:     stagecoachv1.PromotionStatus{Phase: phase},
+	}
+	if auto {
+		p.Labels = map[string]string{stagecoachv1.AutomaticLabel: "true"}
+	}
+	return p
+}
+
+func stamped(p stagecoachv1.Promotion, ms int) stagecoachv1.Promotion {
+	p.Annotations = map[string]string{stagecoachv1.CreatedAtAnnotation: p.CreationTimestamp.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)}
+	return p
+}
+
+func names(ps []*stagecoachv1.Promotion) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func name(p *stagecoachv1.Promotion) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
+}
+
+func TestQueue(t *testing.T) {
+	const (
+		promote  = stagecoachv1.ActionPromote
+		rollback = stagecoachv1.ActionRollback
+	)
+	cases := []struct {
+		name           string
+		promotions     []stagecoachv1.Promotion
+		wantRunning    string
+		wantNext       string
+		wantSuperseded []string
+		wantControls   []string
+	}{
+		{name: "nothing"},
+		{name: "oldest waiting starts first", promotions: []stagecoachv1.Promotion{
+			promo("b", 2, "", promote, false), promo("a", 1, stagecoachv1.PhasePending, promote, false)},
+			wantNext: "a"},
+		{name: "same second: name orders", promotions: []stagecoachv1.Promotion{
+			promo("b", 1, "", promote, false), promo("a", 1, "", promote, false)},
+			wantNext: "a"},
+		{name: "one runs, the rest wait", promotions: []stagecoachv1.Promotion{
+			promo("run", 5, stagecoachv1.PhaseRunning, promote, false), promo("a", 1, "", promote, false)},
+			wantRunning: "run", wantNext: "a"},
+		{name: "finished ones are ignored", promotions: []stagecoachv1.Promotion{
+			promo("done", 1, stagecoachv1.PhaseSucceeded, promote, false), promo("failed", 2, stagecoachv1.PhaseFailed, promote, false),
+			promo("gone", 3, stagecoachv1.PhaseAborted, promote, true)}},
+		{name: "a newer automatic one supersedes waiting automatic ones, not a person's", promotions: []stagecoachv1.Promotion{
+			promo("auto1", 1, "", promote, true), promo("manual", 2, "", promote, false),
+			promo("auto2", 3, stagecoachv1.PhasePending, promote, true), promo("auto3", 4, "", promote, true)},
+			wantNext: "manual", wantSuperseded: []string{"auto1", "auto2"}},
+		{name: "a running automatic one is never superseded", promotions: []stagecoachv1.Promotion{
+			promo("auto1", 1, stagecoachv1.PhaseRunning, promote, true), promo("auto2", 3, "", promote, true)},
+			wantRunning: "auto1", wantNext: "auto2"},
+		{name: "a rollback goes first", promotions: []stagecoachv1.Promotion{
+			promo("auto", 1, "", promote, true), promo("rb", 9, "", rollback, false)},
+			wantNext: "rb"},
+		{name: "same second: the exact time automation stamped orders", promotions: []stagecoachv1.Promotion{
+			stamped(promo("auto-new", 1, "", promote, true), 900), stamped(promo("auto-old", 1, "", promote, true), 100)},
+			wantNext: "auto-new", wantSuperseded: []string{"auto-old"}},
+		{name: "freeze and unfreeze do not queue", promotions: []stagecoachv1.Promotion{
+			promo("run", 1, stagecoachv1.PhaseRunning, promote, false), promo("wait", 2, "", promote, false),
+			promo("unfreeze", 4, "", stagecoachv1.ActionUnfreeze, false), promo("freeze", 3, "", stagecoachv1.ActionFreeze, false),
+			promo("done", 0, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionFreeze, false)},
+			wantRunning: "run", wantNext: "wait", wantControls: []string{"freeze", "unfreeze"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			q := Queue(tc.promotions)
+			g.Expect(name(q.Running)).To(Equal(tc.wantRunning))
+			g.Expect(name(q.Next)).To(Equal(tc.wantNext))
+			if tc.wantSuperseded == nil {
+				tc.wantSuperseded = []string{}
+			}
+			g.Expect(names(q.Superseded)).To(Equal(tc.wantSuperseded))
+			if tc.wantControls == nil {
+				tc.wantControls = []string{}
+			}
+			g.Expect(names(q.Controls)).To(Equal(tc.wantControls))
+		})
+	}
+}
+
+func TestProgress(t *testing.T) {
+	at := func(s int) *metav1.Time { m := metav1.NewTime(t0.Add(time.Duration(s) * time.Second)); return &m }
+	landed := applier.Observation{Phase: applier.Landed, Reason: "Landed", Message: "proof"}
+	waiting := applier.Observation{Phase: applier.Progressing, Reason: "WaitingForSync", Message: "waiting"}
+	failed := applier.Observation{Phase: applier.Failed, Reason: "SyncFailed", Message: "boom"}
+	const grace, deadline = 10 * time.Second, 60 * time.Second
+	cases := []struct {
+		name        string
+		status      stagecoachv1.PromotionStatus
+		obs         applier.Observation
+		now         int
+		wantStep    Step
+		wantReason  string
+		wantRequeue time.Duration
+	}{
+		{name: "not applied yet", obs: waiting, wantStep: StepApply},
+		{name: "applied, engine busy", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: waiting, now: 20,
+			wantStep: StepWait, wantRequeue: 40 * time.Second},
+		{name: "applied, engine failed", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: failed, now: 5,
+			wantStep: StepFail, wantReason: "SyncFailed"},
+		{name: "first landed", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: landed, now: 5,
+			wantStep: StepLanded, wantRequeue: grace},
+		{name: "landed, grace not over", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 12,
+			wantStep: StepWait, wantRequeue: 3 * time.Second},
+		{name: "landed through the grace period", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 15,
+			wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
+		{name: "landed, then flapped", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: waiting, now: 8,
+			wantStep: StepUnlanded, wantRequeue: 52 * time.Second},
+		{name: "deadline passed", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: waiting, now: 60,
+			wantStep: StepFail, wantReason: stagecoachv1.ReasonDeadlineExceeded},
+		{name: "a failure after landing still fails", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: failed, now: 8,
+			wantStep: StepFail, wantReason: "SyncFailed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := &stagecoachv1.Promotion{Status: tc.status}
+			d := Progress(p, tc.obs, t0.Add(time.Duration(tc.now)*time.Second), grace, deadline)
+			g.Expect(d.Step).To(Equal(tc.wantStep))
+			if tc.wantReason != "" {
+				g.Expect(d.Reason).To(Equal(tc.wantReason))
+			}
+			g.Expect(d.RequeueAfter).To(Equal(tc.wantRequeue))
+		})
+	}
+}
+
+func TestAutoPromote(t *testing.T) {
+	verified := metav1.NewTime(t0)
+	candidate := &Candidate{Digest: d2, Tag: "v2", VerifiedAt: &verified}
+	auto := &stagecoachv1.PromotionPolicy{Auto: true}
+	frozen := metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue, Reason: "ForeignWrite", Message: "someone wrote"}
+	cases := []struct {
+		name       string
+		spec       stagecoachv1.StageSpec
+		status     stagecoachv1.StageStatus
+		promotions []stagecoachv1.Promotion
+		candidate  *Candidate
+		want       bool
+		wantGates  []string
+	}{
+		{name: "no candidate", spec: stagecoachv1.StageSpec{Promotion: auto}, wantGates: []string{}},
+		{name: "new candidate, auto on", spec: stagecoachv1.StageSpec{Promotion: auto}, candidate: candidate, want: true, wantGates: []string{}},
+		{name: "already running it", spec: stagecoachv1.StageSpec{Promotion: auto}, candidate: candidate,
+			status: stagecoachv1.StageStatus{Current: &stagecoachv1.CurrentVersion{Digest: d2}}, wantGates: []string{}},
+		{name: "tried before (any phase)", spec: stagecoachv1.StageSpec{Promotion: auto}, candidate: candidate,
+			promotions: []stagecoachv1.Promotion{func() stagecoachv1.Promotion {
+				p := promo("x", 1, stagecoachv1.PhaseAborted, stagecoachv1.ActionPromote, true)
+				p.Spec.Version.Digest = d2
+				return p
+			}()}, wantGates: []string{}},
+		{name: "auto off", candidate: candidate, wantGates: []string{GateAuto}},
+		{name: "failed before, held, frozen and suspended: every gate is listed", candidate: candidate,
+			spec: stagecoachv1.StageSpec{Promotion: auto, Suspend: true},
+			status: stagecoachv1.StageStatus{FailedDigests: []string{d2}, Conditions: []metav1.Condition{frozen},
+				Hold: &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonPromotionFailed, Message: "held"}},
+			wantGates: []string{GateHistory, GateSuspend, GateFreeze, GateHold}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			stage := &stagecoachv1.Stage{Spec: tc.spec, Status: tc.status}
+			got, blocks := AutoPromote(stage, tc.candidate, tc.promotions)
+			g.Expect(got).To(Equal(tc.want))
+			gates := []string{}
+			for _, b := range blocks {
+				gates = append(gates, b.Gate)
+				g.Expect(b.Message).NotTo(BeEmpty())
+			}
+			g.Expect(gates).To(Equal(tc.wantGates))
+		})
+	}
+}

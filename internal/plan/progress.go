@@ -1,0 +1,66 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+)
+
+// Step is what happens next to a running Promotion.
+type Step string
+
+const (
+	// StepApply writes the version to the applier.
+	StepApply Step = "Apply"
+	// StepWait waits for the engine; nothing changes.
+	StepWait Step = "Wait"
+	// StepLanded records that the engine proved the version runs; the grace period starts.
+	StepLanded Step = "Landed"
+	// StepUnlanded records that the proof went away within the grace period.
+	StepUnlanded Step = "Unlanded"
+	// StepVerify finishes the Promotion: the version held for the grace period.
+	StepVerify Step = "Verify"
+	// StepFail finishes the Promotion as failed.
+	StepFail Step = "Fail"
+)
+
+// Decision is the next step for a running Promotion, why, and when to look again.
+type Decision struct {
+	Step    Step
+	Reason  string
+	Message string
+	// RequeueAfter is when the decision may change without any event (grace, deadline).
+	RequeueAfter time.Duration
+}
+
+// Progress decides the next step of a running Promotion from what the applier reports about its
+// version. grace is how long landed must hold; deadline is how long after apply it may take.
+func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time, grace, deadline time.Duration) Decision {
+	st := p.Status
+	if st.AppliedAt == nil {
+		return Decision{Step: StepApply, Reason: stagecoachv1.ReasonPromoting, Message: "applying the version"}
+	}
+	switch obs.Phase {
+	case applier.Failed:
+		return Decision{Step: StepFail, Reason: obs.Reason, Message: obs.Message}
+	case applier.Landed:
+		if st.LandedAt == nil {
+			return Decision{Step: StepLanded, Reason: stagecoachv1.ReasonLanded, Message: obs.Message, RequeueAfter: grace}
+		}
+		if held := now.Sub(st.LandedAt.Time); held < grace {
+			return Decision{Step: StepWait, Reason: stagecoachv1.ReasonLanded, RequeueAfter: grace - held,
+				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", held.Round(time.Second), grace)}
+		}
+		return Decision{Step: StepVerify, Reason: stagecoachv1.ReasonVerified, Message: obs.Message}
+	}
+	if left := st.AppliedAt.Add(deadline).Sub(now); left <= 0 {
+		return Decision{Step: StepFail, Reason: stagecoachv1.ReasonDeadlineExceeded, Message: fmt.Sprintf(
+			"the version did not land within the progress deadline of %s: %s", deadline, obs.Message)}
+	} else if st.LandedAt != nil {
+		return Decision{Step: StepUnlanded, Reason: obs.Reason, Message: "landed, then lost it within the grace period: " + obs.Message, RequeueAfter: left}
+	} else {
+		return Decision{Step: StepWait, Reason: obs.Reason, Message: obs.Message, RequeueAfter: left}
+	}
+}

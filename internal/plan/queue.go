@@ -1,0 +1,95 @@
+package plan
+
+import (
+	"sort"
+	"time"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// IsFinished reports whether a Promotion has reached a final phase.
+func IsFinished(p *stagecoachv1.Promotion) bool {
+	switch p.Status.Phase {
+	case stagecoachv1.PhaseSucceeded, stagecoachv1.PhaseFailed, stagecoachv1.PhaseRolledBack, stagecoachv1.PhaseAborted:
+		return true
+	}
+	return false
+}
+
+// IsAutomatic reports whether automation created the Promotion.
+func IsAutomatic(p *stagecoachv1.Promotion) bool {
+	return p.Labels[stagecoachv1.AutomaticLabel] == "true"
+}
+
+// Queued is a Stage's Promotions in the order they act.
+type Queued struct {
+	// Running is the one Promotion applying a version (at most one runs).
+	Running *stagecoachv1.Promotion
+	// Next is the waiting Promotion to start when none runs.
+	Next *stagecoachv1.Promotion
+	// Superseded are waiting automatic Promotions that a newer automatic one replaces.
+	Superseded []*stagecoachv1.Promotion
+	// Controls are waiting Freeze and Unfreeze Promotions: they apply no version, so they act at
+	// once, whatever runs or waits (an Unfreeze must not wait behind what the freeze holds).
+	Controls []*stagecoachv1.Promotion
+}
+
+// Queue orders a Stage's Promotions. Waiting Promotions start in creation order, except that a
+// Rollback goes first: it restores what ran before. A running Promotion is never superseded, and
+// neither is one a person created.
+func Queue(promotions []stagecoachv1.Promotion) Queued {
+	var q Queued
+	var waiting []*stagecoachv1.Promotion
+	for i := range promotions {
+		p := &promotions[i]
+		switch {
+		case p.DeletionTimestamp != nil || IsFinished(p):
+		case p.Spec.Action == stagecoachv1.ActionFreeze || p.Spec.Action == stagecoachv1.ActionUnfreeze:
+			q.Controls = append(q.Controls, p)
+		case p.Status.Phase == stagecoachv1.PhaseRunning:
+			if q.Running == nil || before(p, q.Running) {
+				q.Running = p
+			}
+		default:
+			waiting = append(waiting, p)
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool {
+		ri, rj := waiting[i].Spec.Action == stagecoachv1.ActionRollback, waiting[j].Spec.Action == stagecoachv1.ActionRollback
+		if ri != rj {
+			return ri
+		}
+		return before(waiting[i], waiting[j])
+	})
+	var newestAuto *stagecoachv1.Promotion
+	for _, p := range waiting {
+		if IsAutomatic(p) && p.Spec.Action == stagecoachv1.ActionPromote {
+			newestAuto = p
+		}
+	}
+	for _, p := range waiting {
+		if IsAutomatic(p) && p.Spec.Action == stagecoachv1.ActionPromote && p != newestAuto {
+			q.Superseded = append(q.Superseded, p)
+			continue
+		}
+		if q.Next == nil {
+			q.Next = p
+		}
+	}
+	sort.Slice(q.Controls, func(i, j int) bool { return before(q.Controls[i], q.Controls[j]) })
+	return q
+}
+
+// before orders Promotions by creation time. Creation times have one-second resolution, so
+// automation also stamps the exact time (CreatedAtAnnotation); the name breaks remaining ties.
+func before(a, b *stagecoachv1.Promotion) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	ta, errA := time.Parse(time.RFC3339Nano, a.Annotations[stagecoachv1.CreatedAtAnnotation])
+	tb, errB := time.Parse(time.RFC3339Nano, b.Annotations[stagecoachv1.CreatedAtAnnotation])
+	if errA == nil && errB == nil && !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.Name < b.Name
+}

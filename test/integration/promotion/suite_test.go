@@ -1,0 +1,195 @@
+// Package promotion runs the Stage reconciler against a real API server with Argo CD's CRDs, and
+// plays argocd-application-controller's status writes the way it makes them (see fakeargocd_test.go).
+package promotion
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
+)
+
+const (
+	timeout  = 20 * time.Second
+	interval = 50 * time.Millisecond
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	logs := io.Discard
+	if os.Getenv("DEBUG_TEST") != "" {
+		logs = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start(testenv.ArgoCDCRDs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "failed to stop the test API server:", err)
+	}
+	os.Exit(code)
+}
+
+// runningController is a started manager and the count of targetRevision/plugin-env writes it made.
+type runningController struct {
+	revisionPatches *atomic.Int32
+	stop            func()
+}
+
+// startController starts a manager with the real reconcilers; it stops when the test ends (or
+// earlier through stop). Writes of a revision to an Application are counted.
+func startController(t *testing.T, patches *atomic.Int32) *runningController {
+	t.Helper()
+	if patches == nil {
+		patches = &atomic.Int32{}
+	}
+	opts := controller.DefaultOptions()
+	opts.MetricsBindAddress = "0"
+	opts.HealthProbeBindAddress = "0"
+	opts.ApplierRetryInterval = 500 * time.Millisecond
+	opts.SkipNameValidation = true
+	opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		return interceptor.NewClient(c, interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
+				if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Application" {
+					if data, err := patch.Data(obj); err == nil && (strings.Contains(string(data), "targetRevision") || strings.Contains(string(data), "STAGECOACH_DIGEST")) {
+						patches.Add(1)
+					}
+				}
+				return c.Patch(ctx, obj, patch, po...)
+			},
+		}), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := controller.NewManager(ctx, env.Config, opts)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			NewWithT(t).Expect(<-done).To(Succeed())
+		}
+	}
+	t.Cleanup(stop)
+	return &runningController{revisionPatches: patches, stop: stop}
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "promo-"}}
+	NewWithT(t).Expect(env.Client.Create(t.Context(), ns)).To(Succeed())
+	return ns.Name
+}
+
+func digest(n int) string {
+	return fmt.Sprintf("sha256:%064x", n)
+}
+
+// stageSpec builds a Stage applying through the Application of the same name, following upstream.
+func newStage(t *testing.T, ns, name string, mutate func(*stagecoachv1.Stage)) *stagecoachv1.Stage {
+	t.Helper()
+	grace := metav1.Duration{Duration: time.Second}
+	stage := &stagecoachv1.Stage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: stagecoachv1.StageSpec{
+			Service: "payments", Environment: name,
+			ApplyRef:     stagecoachv1.ApplierReference{Kind: "Application", Name: name},
+			Source:       stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}},
+			Verification: &stagecoachv1.VerificationPolicy{Grace: &grace},
+		},
+	}
+	if mutate != nil {
+		mutate(stage)
+	}
+	NewWithT(t).Expect(env.Client.Create(t.Context(), stage)).To(Succeed())
+	return stage
+}
+
+func newPromotion(t *testing.T, ns, name, stage string, action stagecoachv1.PromotionAction, d, tag string) *stagecoachv1.Promotion {
+	t.Helper()
+	p := &stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       stagecoachv1.PromotionSpec{Stage: stage, Action: action},
+	}
+	if d != "" {
+		p.Spec.Version = &stagecoachv1.VersionReference{Digest: d, Tag: tag}
+	}
+	NewWithT(t).Expect(env.Client.Create(t.Context(), p)).To(Succeed())
+	return p
+}
+
+func getStage(g Gomega, ctx context.Context, ns, name string) *stagecoachv1.Stage {
+	s := &stagecoachv1.Stage{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+	return s
+}
+
+func getPromotion(g Gomega, ctx context.Context, ns, name string) *stagecoachv1.Promotion {
+	p := &stagecoachv1.Promotion{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+	return p
+}
+
+// eventuallyPhase waits for a Promotion's phase and returns it.
+func eventuallyPhase(t *testing.T, ns, name string, phase stagecoachv1.PromotionPhase) *stagecoachv1.Promotion {
+	t.Helper()
+	var p *stagecoachv1.Promotion
+	NewWithT(t).Eventually(func(g Gomega) {
+		p = getPromotion(g, t.Context(), ns, name)
+		g.Expect(p.Status.Phase).To(Equal(phase), "message: %s", p.Status.Message)
+	}, timeout, interval).Should(Succeed())
+	return p
+}
+
+// eventuallyCondition waits for a Stage condition and returns the Stage.
+func eventuallyCondition(t *testing.T, ns, name, condType string, status metav1.ConditionStatus, reason, msg string) *stagecoachv1.Stage {
+	t.Helper()
+	var s *stagecoachv1.Stage
+	NewWithT(t).Eventually(func(g Gomega) {
+		s = getStage(g, t.Context(), ns, name)
+		c := meta.FindStatusCondition(s.Status.Conditions, condType)
+		g.Expect(c).NotTo(BeNil(), "no %s condition in %v", condType, s.Status.Conditions)
+		g.Expect(c.Status).To(Equal(status), c.Message)
+		g.Expect(c.Reason).To(Equal(reason), c.Message)
+		g.Expect(c.Message).To(ContainSubstring(msg))
+		g.Expect(c.ObservedGeneration).To(Equal(s.Generation))
+	}, timeout, interval).Should(Succeed())
+	return s
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
