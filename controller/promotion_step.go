@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -373,8 +374,9 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest}
 	p := &stagecoachv1.Promotion{
 		ObjectMeta: metav1.ObjectMeta{
-			// Named by digest: after a restart, creating it again finds the first one.
-			Name: truncateName(stage.Name, "-"+shortDigest(candidate.Digest)), Namespace: stage.Namespace,
+			// Named by the whole digest: after a restart, creating it again finds the first one,
+			// and two versions never share a name.
+			Name: truncateName(stage.Name, "-"+strings.TrimPrefix(candidate.Digest, "sha256:")), Namespace: stage.Namespace,
 			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
 			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
 		},
@@ -490,13 +492,6 @@ func versionString(v *stagecoachv1.VersionReference) string {
 		return v.Tag + "@" + v.Digest
 	}
 	return v.Digest
-}
-
-func shortDigest(d string) string {
-	if len(d) > len("sha256:")+12 {
-		return d[len("sha256:") : len("sha256:")+12]
-	}
-	return d
 }
 
 // truncateName keeps generated names within the 253 characters of a Kubernetes name.

@@ -35,14 +35,15 @@ func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoac
 	if c == nil || (stage.Status.Current != nil && stage.Status.Current.Digest == c.Digest) {
 		return false, nil
 	}
+	failed := slices.Contains(stage.Status.FailedDigests, c.Digest)
 	for i := range promotions {
 		p := &promotions[i]
-		if p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == c.Digest {
+		if !failed && p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == c.Digest {
 			return false, nil // tried (or trying) already: never twice automatically
 		}
 	}
 	var blocks []stagecoachv1.GateBlock
-	if slices.Contains(stage.Status.FailedDigests, c.Digest) {
+	if failed {
 		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateHistory, Reason: stagecoachv1.ReasonPromotionFailed,
 			Message: fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", c.Digest)})
 	}

@@ -157,12 +157,14 @@ func TestStaleHealthIsNotLanded(t *testing.T) {
 	// Synced at the digest, Healthy, but reconciled five seconds before the sync finished.
 	app.assess("Healthy", now.Add(-5*time.Second))
 
-	g.Consistently(func(g Gomega) {
+	notLanded := func(g Gomega) {
 		p := getPromotion(g, t.Context(), ns, "v2")
 		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseRunning))
 		g.Expect(p.Status.LandedAt).To(BeNil())
 		g.Expect(p.Status.Message).To(ContainSubstring("before the sync finished"))
-	}, 2*time.Second, interval).Should(Succeed())
+	}
+	g.Eventually(notLanded, timeout, interval).Should(Succeed())
+	g.Consistently(notLanded, 2*time.Second, interval).Should(Succeed())
 
 	app.assess("Healthy", time.Now())
 	eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseSucceeded)
