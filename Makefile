@@ -60,3 +60,7 @@ $(CONTROLLER_GEN):
 	@echo "installing controller-gen $(CONTROLLER_GEN_VERSION) from the Go module proxy"
 	GOBIN=$(TOOLS_DIR)/gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
+
+.PHONY: bench
+bench: envtest-assets ## Measure reaction latency (engine signal -> Stagecoach) on a real API server; prints p50/p99.
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100

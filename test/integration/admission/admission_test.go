@@ -1,0 +1,190 @@
+// Package admission installs manifests/policies on a real API server and checks, with impersonated
+// users, that only Stagecoach's service account or the break-glass group change what a labelled
+// Argo CD Application runs, while everyone's other writes (Argo CD's status writes among them) pass.
+package admission
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
+)
+
+const (
+	controllerSA = "system:serviceaccount:stagecoach-system:stagecoach-controller"
+	argoCDSA     = "system:serviceaccount:argocd:argocd-application-controller"
+	ns           = "default"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start(testenv.ArgoCDCRDs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "failed to stop the test API server:", err)
+	}
+	os.Exit(code)
+}
+
+// applyManifests creates every object of a multi-document YAML file.
+func applyManifests(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		obj := &unstructured.Unstructured{}
+		NewWithT(t).Expect(utilyaml.Unmarshal(doc, &obj.Object)).To(Succeed())
+		if len(obj.Object) == 0 {
+			continue
+		}
+		NewWithT(t).Expect(env.Client.Create(t.Context(), obj)).To(Succeed())
+	}
+}
+
+// as returns a client that acts as the user in the groups, through impersonation.
+func as(t *testing.T, user string, groups ...string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	scheme, err := controller.NewScheme()
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func application(name string, plugin bool) *unstructured.Unstructured {
+	source := map[string]any{"repoURL": "oci://registry.example/deploy/payments", "path": ".", "targetRevision": "sha256:aaaa"}
+	if plugin {
+		source = map[string]any{"repoURL": "https://git.example/payments.git", "path": "app", "targetRevision": "main",
+			"plugin": map[string]any{"name": "stagecoach", "env": []any{map[string]any{"name": "STAGECOACH_DIGEST", "value": "sha256:aaaa"}}}}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"project": "default", "source": source,
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns},
+		"syncPolicy":  map[string]any{"automated": map[string]any{}},
+	}}}
+	u.SetAPIVersion("argoproj.io/v1alpha1")
+	u.SetKind("Application")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetLabels(map[string]string{"stagecoach.dev/stage": name})
+	return u
+}
+
+func TestApplicationGuard(t *testing.T) {
+	g := NewWithT(t)
+	// Everyone in the test may write Applications as far as RBAC goes: the policy is what refuses.
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "application-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
+			Verbs: []string{"get", "list", "create", "update", "patch"}}},
+	})).To(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "application-writer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "application-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
+	})).To(Succeed())
+	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "application-guard.yaml"))
+
+	alice := as(t, "alice", "developers")
+	stagecoach := as(t, controllerSA, "system:serviceaccounts")
+	breakGlass := as(t, "bob", "stagecoach:break-glass")
+	argocd := as(t, argoCDSA, "system:serviceaccounts")
+
+	// The policy takes a moment to be enforced after it is created.
+	g.Eventually(func() error {
+		return alice.Create(t.Context(), application("probe", false))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring(
+		"only Stagecoach may create Stagecoach-managed Application probe (user alice)")))
+
+	g.Expect(stagecoach.Create(t.Context(), application("payments", false))).To(Succeed())
+	g.Expect(stagecoach.Create(t.Context(), application("billing", true))).To(Succeed())
+
+	type change struct {
+		name    string
+		who     client.Client
+		app     string
+		mutate  func(u *unstructured.Unstructured)
+		wantErr string
+	}
+	setRevision := func(rev string) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, rev, "spec", "source", "targetRevision")
+		}
+	}
+	cases := []change{
+		{name: "a user changes targetRevision", who: alice, app: "payments", mutate: setRevision("sha256:bbbb"),
+			wantErr: "targetRevision of Stagecoach-managed Application payments may only be changed by Stagecoach; alice tried sha256:aaaa -> sha256:bbbb"},
+		{name: "a user changes the plugin's digest", who: alice, app: "billing", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "STAGECOACH_DIGEST", "value": "sha256:bbbb"}}, "spec", "source", "plugin", "env")
+		}, wantErr: "the Stagecoach plugin env of Application billing may only be changed by Stagecoach; alice tried STAGECOACH_DIGEST=sha256:aaaa -> STAGECOACH_DIGEST=sha256:bbbb"},
+		{name: "a user removes the label", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) { u.SetLabels(nil) },
+			wantErr: "the stagecoach.dev/stage label of Application payments may only be removed or changed by Stagecoach (user alice)"},
+		{name: "a user relabels it", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			u.SetLabels(map[string]string{"stagecoach.dev/stage": "other"})
+		}, wantErr: "may only be removed or changed by Stagecoach"},
+		{name: "a user annotates it", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"team": "payments"})
+		}},
+		{name: "a user's other plugin env is theirs", who: alice, app: "billing", mutate: func(u *unstructured.Unstructured) {
+			env, _, _ := unstructured.NestedSlice(u.Object, "spec", "source", "plugin", "env")
+			_ = unstructured.SetNestedSlice(u.Object, append(env, map[string]any{"name": "REGION", "value": "eu"}), "spec", "source", "plugin", "env")
+		}},
+		{name: "Argo CD writes status", who: argocd, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": "Healthy"}, "status", "health")
+		}},
+		{name: "Stagecoach promotes", who: stagecoach, app: "payments", mutate: setRevision("sha256:cccc")},
+		{name: "break-glass promotes", who: breakGlass, app: "payments", mutate: setRevision("sha256:dddd")},
+		{name: "break-glass removes the label", who: breakGlass, app: "billing", mutate: func(u *unstructured.Unstructured) { u.SetLabels(nil) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("argoproj.io/v1alpha1")
+			u.SetKind("Application")
+			g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tc.app}, u)).To(Succeed())
+			before := u.DeepCopy()
+			tc.mutate(u)
+			err := tc.who.Update(t.Context(), u)
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+			after := before.DeepCopy()
+			g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(before), after)).To(Succeed())
+			g.Expect(after.Object["spec"]).To(Equal(before.Object["spec"]))
+			g.Expect(after.GetLabels()).To(Equal(before.GetLabels()))
+		})
+	}
+}
