@@ -141,7 +141,7 @@ func run(n int) error {
 			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}, Verification: &stagecoachv1.VerificationPolicy{Grace: &zero}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "down", Namespace: ns.Name}, Spec: stagecoachv1.StageSpec{Service: "bench", Environment: "down",
 			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: "down"}, Promotion: &stagecoachv1.PromotionPolicy{Auto: true},
-			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "up"}}, Verification: &stagecoachv1.VerificationPolicy{Grace: &zero}}},
+			Source: stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "up"}}, Verification: &stagecoachv1.VerificationPolicy{Grace: &zero}}},
 	} {
 		if err := c.Create(ctx, s); err != nil {
 			return err
