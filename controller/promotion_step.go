@@ -203,7 +203,7 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
 	}
 	orig := run.obj.DeepCopy()
-	if err := run.applier.SetRevision(run.obj, applier.Version{Digest: digest, Tag: p.Status.Version.Tag}); err != nil {
+	if err := run.applier.SetRevision(run.obj, applier.Version{Digest: digest, Tag: p.Status.Version.Tag}, run.now); err != nil {
 		return false, err
 	}
 	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)

@@ -45,9 +45,9 @@ type StageReconciler struct {
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=promotions,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=ocirepositories,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;patch
 
 // Reconcile reads the Stage, checks its applier, moves its Promotions one step, and writes the
 // Stage's status (once at the end, or earlier where a Promotion finishes).
@@ -73,7 +73,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 	if verdict.ready {
 		// The engine's own rules: for Argo CD one OCI or Stagecoach-plugin source, automated sync.
-		if app := applier.For(verdict.gvk.GroupKind()); app != nil {
+		if app := applier.For(verdict.gvk.GroupKind(), applier.Options{Image: stage.Spec.ApplyRef.Image, ValuesKey: stage.Spec.ApplyRef.ValuesKey}); app != nil {
 			verdict.engine = app
 			verdict.checkEngine(stage)
 		}

@@ -96,6 +96,8 @@ type StageSpec struct {
 
 // ApplierReference names the object that applies a Stage's version.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || self.kind == 'Kustomization'",message="applyRef.image is only for a Flux Kustomization: it names the spec.images entry to pin"
+// +kubebuilder:validation:XValidation:rule="!has(self.valuesKey) || self.kind == 'HelmRelease'",message="applyRef.valuesKey is only for a Flux HelmRelease: it names the values key that carries the digest"
 // +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",messageExpression="'applyRef.apiVersion is required for kind ' + self.kind + ': only Application, ApplicationSet, OCIRepository, Kustomization and HelmRelease are known without it'"
 type ApplierReference struct {
 	// APIVersion of the applier, for example argoproj.io/v1alpha1. Optional for the built-in kinds.
@@ -113,6 +115,18 @@ type ApplierReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Name string `json:"name"`
+
+	// Image, for a Flux Kustomization, names the spec.images entry whose digest Stagecoach sets.
+	// Without it the version goes to spec.postBuild.substitute (STAGECOACH_DIGEST, STAGECOACH_VERSION).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ValuesKey, for a Flux HelmRelease, is the dotted path in spec.values that carries the
+	// digest (for example image.digest). Without it the version's tag is the chart version.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ValuesKey string `json:"valuesKey,omitempty"`
 }
 
 // CompletionRules read an applier's completion from its status, through gjson paths.

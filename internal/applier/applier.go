@@ -4,6 +4,8 @@
 package applier
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -47,16 +49,30 @@ type Applier interface {
 	// Revision returns the digest the object is told to run now, "" when none.
 	Revision(obj *unstructured.Unstructured) string
 	// SetRevision points the object at the version and asks the engine to look at it now.
-	SetRevision(obj *unstructured.Unstructured, v Version) error
+	SetRevision(obj *unstructured.Unstructured, v Version, now time.Time) error
 	// Observe reports whether the version with this digest has landed.
 	Observe(obj *unstructured.Unstructured, digest string) Observation
 }
 
+// Options are what a Stage says about how to write to its applier.
+type Options struct {
+	// Image names the Kustomization spec.images entry to pin.
+	Image string
+	// ValuesKey is the dotted HelmRelease values path that carries the digest.
+	ValuesKey string
+}
+
 // For returns the applier of a kind, or nil when Stagecoach has no built-in one for it.
-func For(gk schema.GroupKind) Applier {
+func For(gk schema.GroupKind, opts Options) Applier {
 	switch gk {
 	case schema.GroupKind{Group: "argoproj.io", Kind: "Application"}:
 		return ArgoCDApplication{}
+	case schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}:
+		return FluxOCIRepository{}
+	case schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}:
+		return FluxKustomization{Image: opts.Image}
+	case schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}:
+		return FluxHelmRelease{ValuesKey: opts.ValuesKey}
 	}
 	return nil
 }

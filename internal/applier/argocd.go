@@ -122,7 +122,7 @@ func (ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
 }
 
 // SetRevision implements Applier.
-func (ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version) error {
+func (ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version, _ time.Time) error {
 	if usesPlugin(obj) {
 		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
 		env = setEnv(env, DigestEnv, v.Digest)

@@ -2,6 +2,7 @@ package applier
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -108,7 +109,7 @@ func TestArgoCDSetRevision(t *testing.T) {
 			obj := app(t, "spec: "+tc.spec)
 			a := ArgoCDApplication{}
 			g.Expect(a.Revision(obj)).To(Equal(tc.before))
-			g.Expect(a.SetRevision(obj, Version{Digest: d2, Tag: "v2.0.0"})).To(Succeed())
+			g.Expect(a.SetRevision(obj, Version{Digest: d2, Tag: "v2.0.0"}, time.Now())).To(Succeed())
 			g.Expect(a.Revision(obj)).To(Equal(d2))
 			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue("argocd.argoproj.io/refresh", "normal"))
 			tc.check(g, obj)

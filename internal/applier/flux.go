@@ -1,0 +1,289 @@
+package applier
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// RequestedAtAnnotation asks a Flux controller to reconcile now.
+const RequestedAtAnnotation = "reconcile.fluxcd.io/requestedAt"
+
+// Substitution variables a Kustomization's manifests use for the promoted version.
+const (
+	DigestSubstitution  = "STAGECOACH_DIGEST"
+	VersionSubstitution = "STAGECOACH_VERSION"
+)
+
+func describeKind(obj *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s '%s/%s'", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+}
+
+// fluxSuspended is the blocking problem of every Flux kind: a suspended object applies nothing.
+func fluxSuspended(obj *unstructured.Unstructured) *Problem {
+	if suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); suspended {
+		return &Problem{Reason: "ApplierSuspended", Message: fmt.Sprintf(
+			"%s is suspended, so it applies nothing: set spec.suspend to false (flux resume)", describeKind(obj))}
+	}
+	return nil
+}
+
+func nudge(obj *unstructured.Unstructured, now time.Time) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[RequestedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	obj.SetAnnotations(a)
+}
+
+// fluxState is a Flux object's Ready condition, judged for the object's current generation.
+type fluxState struct {
+	current bool // the controller has reconciled this generation
+	ready   string
+	reason  string
+	message string
+	stalled bool
+}
+
+// readFluxState applies the flux CLI's rule: Ready's own observedGeneration, when set, must be
+// the object's generation; otherwise status.observedGeneration must be. A Ready=True left over
+// from the previous generation says nothing about the version just written.
+func readFluxState(obj *unstructured.Unstructured) fluxState {
+	gen := obj.GetGeneration()
+	statusGen, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	var st fluxState
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		switch m["type"] {
+		case "Ready":
+			st.ready, _ = m["status"].(string)
+			st.reason, _ = m["reason"].(string)
+			st.message, _ = m["message"].(string)
+			condGen, _, _ := unstructured.NestedInt64(m, "observedGeneration")
+			st.current = statusGen == gen
+			if condGen != 0 {
+				st.current = condGen == gen
+			}
+		case "Stalled":
+			st.stalled = m["status"] == "True"
+		}
+	}
+	return st
+}
+
+// observeFlux turns the Ready state into an observation; proven reports the kind's own proof
+// that the digest is what was applied ("" when proven).
+func observeFlux(obj *unstructured.Unstructured, digest string, failureReasons []string, unproven string, evidence string) Observation {
+	st := readFluxState(obj)
+	name := describeKind(obj)
+	switch {
+	case !st.current:
+		return Observation{Phase: Progressing, Reason: "WaitingForReconcile", Message: fmt.Sprintf(
+			"waiting for %s to be reconciled at generation %d", name, obj.GetGeneration())}
+	case st.ready == "False" && (slices.Contains(failureReasons, st.reason) || st.stalled):
+		return Observation{Phase: Failed, Reason: st.reason, Message: fmt.Sprintf("%s failed with %s applying %s: %s", name, st.reason, digest, st.message)}
+	case st.ready != "True":
+		return Observation{Phase: Progressing, Reason: "WaitingForReady", Message: fmt.Sprintf("%s is not Ready (%s): %s", name, st.reason, st.message)}
+	case unproven != "":
+		return Observation{Phase: Progressing, Reason: "WaitingForRevision", Message: unproven}
+	}
+	return Observation{Phase: Landed, Reason: "Landed", Message: fmt.Sprintf("%s is Ready at generation %d: %s", name, obj.GetGeneration(), evidence)}
+}
+
+// FluxOCIRepository applies versions by pinning spec.ref.digest; landed when the stored artifact
+// is that digest.
+type FluxOCIRepository struct{}
+
+// Validate implements Applier.
+func (FluxOCIRepository) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
+	return fluxSuspended(obj), nil
+}
+
+// Revision implements Applier.
+func (FluxOCIRepository) Revision(obj *unstructured.Unstructured) string {
+	d, _, _ := unstructured.NestedString(obj.Object, "spec", "ref", "digest")
+	return d
+}
+
+// SetRevision implements Applier. The digest takes precedence over a tag or semver in ref.
+func (FluxOCIRepository) SetRevision(obj *unstructured.Unstructured, v Version, now time.Time) error {
+	if err := unstructured.SetNestedField(obj.Object, v.Digest, "spec", "ref", "digest"); err != nil {
+		return fmt.Errorf("failed to set spec.ref.digest of %s: %w", describeKind(obj), err)
+	}
+	nudge(obj, now)
+	return nil
+}
+
+// Observe implements Applier.
+func (FluxOCIRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	rev, _, _ := unstructured.NestedString(obj.Object, "status", "artifact", "revision")
+	unproven := ""
+	if !revisionNames(rev, digest) {
+		unproven = fmt.Sprintf("%s stores artifact %q, not %s yet", describeKind(obj), rev, digest)
+	}
+	return observeFlux(obj, digest, []string{"FetchFailed", "StorageOperationFailed", "VerificationError", "InvalidURL", "AuthenticationFailed"},
+		unproven, "artifact "+rev)
+}
+
+// FluxKustomization applies versions through spec.images (the entry named Image) or the
+// postBuild substitutions; both are in its spec, so landed is Ready for the generation that
+// carries them.
+type FluxKustomization struct{ Image string }
+
+// Validate implements Applier.
+func (k FluxKustomization) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
+	if p := fluxSuspended(obj); p != nil {
+		return p, nil
+	}
+	if k.Image != "" && k.imageIndex(obj) < 0 {
+		return &Problem{Reason: "ApplierUnreadable", Message: fmt.Sprintf(
+			"%s has no spec.images entry named %q: add it, or fix the Stage's spec.applyRef.image", describeKind(obj), k.Image)}, nil
+	}
+	return nil, nil
+}
+
+func (k FluxKustomization) imageIndex(obj *unstructured.Unstructured) int {
+	images, _, _ := unstructured.NestedSlice(obj.Object, "spec", "images")
+	for i, im := range images {
+		if m, _ := im.(map[string]any); m["name"] == k.Image {
+			return i
+		}
+	}
+	return -1
+}
+
+// Revision implements Applier.
+func (k FluxKustomization) Revision(obj *unstructured.Unstructured) string {
+	if k.Image != "" {
+		images, _, _ := unstructured.NestedSlice(obj.Object, "spec", "images")
+		if i := k.imageIndex(obj); i >= 0 {
+			d, _ := images[i].(map[string]any)["digest"].(string)
+			return d
+		}
+		return ""
+	}
+	d, _, _ := unstructured.NestedString(obj.Object, "spec", "postBuild", "substitute", DigestSubstitution)
+	return d
+}
+
+// SetRevision implements Applier.
+func (k FluxKustomization) SetRevision(obj *unstructured.Unstructured, v Version, now time.Time) error {
+	if k.Image != "" {
+		images, _, _ := unstructured.NestedSlice(obj.Object, "spec", "images")
+		i := k.imageIndex(obj)
+		if i < 0 {
+			return fmt.Errorf("%s has no spec.images entry named %q", describeKind(obj), k.Image)
+		}
+		images[i].(map[string]any)["digest"] = v.Digest
+		if err := unstructured.SetNestedSlice(obj.Object, images, "spec", "images"); err != nil {
+			return fmt.Errorf("failed to set spec.images of %s: %w", describeKind(obj), err)
+		}
+	} else {
+		subst, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "postBuild", "substitute")
+		if subst == nil {
+			subst = map[string]string{}
+		}
+		subst[DigestSubstitution] = v.Digest
+		subst[VersionSubstitution] = v.Tag
+		if err := unstructured.SetNestedStringMap(obj.Object, subst, "spec", "postBuild", "substitute"); err != nil {
+			return fmt.Errorf("failed to set spec.postBuild.substitute of %s: %w", describeKind(obj), err)
+		}
+	}
+	nudge(obj, now)
+	return nil
+}
+
+// Observe implements Applier.
+func (k FluxKustomization) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	unproven := ""
+	if k.Revision(obj) != digest {
+		unproven = fmt.Sprintf("%s carries %q, not %s", describeKind(obj), k.Revision(obj), digest)
+	}
+	rev, _, _ := unstructured.NestedString(obj.Object, "status", "lastAppliedRevision")
+	return observeFlux(obj, digest, []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed", "ArtifactFailed"},
+		unproven, "applied source revision "+rev)
+}
+
+// FluxHelmRelease applies versions as a values key (ValuesKey) or as the chart version (the tag);
+// landed when Ready for the generation and the newest release in history is deployed.
+type FluxHelmRelease struct{ ValuesKey string }
+
+// Validate implements Applier.
+func (h FluxHelmRelease) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
+	return fluxSuspended(obj), nil
+}
+
+func (h FluxHelmRelease) path() []string {
+	if h.ValuesKey != "" {
+		return append([]string{"spec", "values"}, strings.Split(h.ValuesKey, ".")...)
+	}
+	return []string{"spec", "chart", "spec", "version"}
+}
+
+// Revision implements Applier: the digest in the values key; with the chart version, the
+// digest cannot be read back, so the version recorded by the last write stands for it.
+func (h FluxHelmRelease) Revision(obj *unstructured.Unstructured) string {
+	if h.ValuesKey != "" {
+		d, _, _ := unstructured.NestedString(obj.Object, h.path()...)
+		return d
+	}
+	return obj.GetAnnotations()["stagecoach.dev/digest"]
+}
+
+// SetRevision implements Applier.
+func (h FluxHelmRelease) SetRevision(obj *unstructured.Unstructured, v Version, now time.Time) error {
+	value := v.Digest
+	if h.ValuesKey == "" {
+		if v.Tag == "" {
+			return fmt.Errorf("%s takes the version as its chart version, but %s has no tag", describeKind(obj), v.Digest)
+		}
+		value = strings.TrimPrefix(v.Tag, "v")
+		a := obj.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a["stagecoach.dev/digest"] = v.Digest
+		obj.SetAnnotations(a)
+	}
+	if err := unstructured.SetNestedField(obj.Object, value, h.path()...); err != nil {
+		return fmt.Errorf("failed to set %s of %s: %w", strings.Join(h.path(), "."), describeKind(obj), err)
+	}
+	nudge(obj, now)
+	return nil
+}
+
+// Observe implements Applier.
+func (h FluxHelmRelease) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	history, _, _ := unstructured.NestedSlice(obj.Object, "status", "history")
+	unproven := fmt.Sprintf("%s has no release in status.history yet", describeKind(obj))
+	evidence := ""
+	if len(history) > 0 {
+		latest, _ := history[0].(map[string]any)
+		status, _ := latest["status"].(string)
+		chartVersion, _ := latest["chartVersion"].(string)
+		evidence = fmt.Sprintf("release %v %s, chart %s", latest["version"], status, chartVersion)
+		switch {
+		case status != "deployed":
+			unproven = fmt.Sprintf("%s: newest release is %s, not deployed", describeKind(obj), status)
+		case h.ValuesKey == "" && chartVersion != h.chartVersion(obj):
+			unproven = fmt.Sprintf("%s: newest release runs chart %s, not %s", describeKind(obj), chartVersion, h.chartVersion(obj))
+		default:
+			unproven = ""
+		}
+	}
+	if h.Revision(obj) != digest {
+		unproven = fmt.Sprintf("%s carries %q, not %s", describeKind(obj), h.Revision(obj), digest)
+	}
+	return observeFlux(obj, digest, []string{"InstallFailed", "UpgradeFailed", "TestFailed", "ArtifactFailed", "InitFailed",
+		"RollbackSucceeded", "RollbackFailed", "UninstallSucceeded", "UninstallFailed"}, unproven, evidence)
+}
+
+func (h FluxHelmRelease) chartVersion(obj *unstructured.Unstructured) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "spec", "chart", "spec", "version")
+	return v
+}

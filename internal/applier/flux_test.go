@@ -1,0 +1,150 @@
+package applier
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func fluxObj(t *testing.T, kind string, generation int64, y string) *unstructured.Unstructured {
+	t.Helper()
+	// Decoded as the API client decodes (integers as int64), not as plain YAML (float64).
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(`{"apiVersion":"x/v1","kind":"` + kind + `",` + string(j)[1:])); err != nil {
+		t.Fatalf("bad fixture: %v", err)
+	}
+	u.SetKind(kind)
+	u.SetNamespace("dev")
+	u.SetName("payments")
+	u.SetGeneration(generation)
+	return u
+}
+
+func TestFluxValidate(t *testing.T) {
+	cases := []struct {
+		name       string
+		applier    Applier
+		kind, y    string
+		wantReason string
+		wantMsg    string
+	}{
+		{name: "OCIRepository", applier: FluxOCIRepository{}, kind: "OCIRepository", y: `{spec: {url: oci://r/p}}`},
+		{name: "suspended Kustomization", applier: FluxKustomization{}, kind: "Kustomization", y: `{spec: {suspend: true}}`,
+			wantReason: "ApplierSuspended", wantMsg: "Kustomization 'dev/payments' is suspended, so it applies nothing: set spec.suspend to false"},
+		{name: "suspended HelmRelease", applier: FluxHelmRelease{}, kind: "HelmRelease", y: `{spec: {suspend: true}}`, wantReason: "ApplierSuspended"},
+		{name: "suspended OCIRepository", applier: FluxOCIRepository{}, kind: "OCIRepository", y: `{spec: {suspend: true}}`, wantReason: "ApplierSuspended"},
+		{name: "Kustomization image entry missing", applier: FluxKustomization{Image: "app"}, kind: "Kustomization", y: `{spec: {images: [{name: other}]}}`,
+			wantReason: "ApplierUnreadable", wantMsg: `has no spec.images entry named "app"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			blocking, _ := tc.applier.Validate(fluxObj(t, tc.kind, 1, tc.y))
+			if tc.wantReason == "" {
+				g.Expect(blocking).To(BeNil())
+				return
+			}
+			g.Expect(blocking).NotTo(BeNil())
+			g.Expect(blocking.Reason).To(Equal(tc.wantReason))
+			g.Expect(blocking.Message).To(ContainSubstring(tc.wantMsg))
+		})
+	}
+}
+
+func TestFluxSetRevision(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name    string
+		applier Applier
+		kind, y string
+		path    []string
+		want    any
+	}{
+		{name: "OCIRepository digest", applier: FluxOCIRepository{}, kind: "OCIRepository", y: `{spec: {ref: {tag: latest}}}`,
+			path: []string{"spec", "ref", "digest"}, want: d2},
+		{name: "Kustomization substitution", applier: FluxKustomization{}, kind: "Kustomization", y: `{spec: {postBuild: {substitute: {REGION: eu}}}}`,
+			path: []string{"spec", "postBuild", "substitute"}, want: map[string]any{"REGION": "eu", "STAGECOACH_DIGEST": d2, "STAGECOACH_VERSION": "v2.0.0"}},
+		{name: "Kustomization image", applier: FluxKustomization{Image: "app"}, kind: "Kustomization", y: `{spec: {images: [{name: db}, {name: app, newName: r/app}]}}`,
+			path: []string{"spec", "images"}, want: []any{map[string]any{"name": "db"}, map[string]any{"name": "app", "newName": "r/app", "digest": d2}}},
+		{name: "HelmRelease values key", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease", y: `{spec: {values: {replicas: 2}}}`,
+			path: []string{"spec", "values"}, want: map[string]any{"replicas": int64(2), "image": map[string]any{"digest": d2}}},
+		{name: "HelmRelease chart version", applier: FluxHelmRelease{}, kind: "HelmRelease", y: `{spec: {chart: {spec: {chart: app, version: 1.0.0}}}}`,
+			path: []string{"spec", "chart", "spec", "version"}, want: "2.0.0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj := fluxObj(t, tc.kind, 1, tc.y)
+			g.Expect(tc.applier.SetRevision(obj, Version{Digest: d2, Tag: "v2.0.0"}, now)).To(Succeed())
+			got, _, _ := unstructured.NestedFieldCopy(obj.Object, tc.path...)
+			g.Expect(got).To(Equal(tc.want))
+			g.Expect(tc.applier.Revision(obj)).To(Equal(d2))
+			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue(RequestedAtAnnotation, "2026-11-30T12:00:00Z"))
+		})
+	}
+}
+
+func TestFluxObserve(t *testing.T) {
+	ready := func(status, reason string, gen int) string {
+		return `{type: Ready, status: "` + status + `", reason: ` + reason + `, message: "m", observedGeneration: ` + string(rune('0'+gen)) + `}`
+	}
+	cases := []struct {
+		name       string
+		applier    Applier
+		kind       string
+		y          string
+		wantPhase  Phase
+		wantReason string
+	}{
+		{name: "OCIRepository landed (tag@digest)", applier: FluxOCIRepository{}, kind: "OCIRepository",
+			y:         `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "v2@` + d2 + `"}, conditions: [` + ready("True", "Succeeded", 2) + `]}}`,
+			wantPhase: Landed},
+		{name: "OCIRepository Ready from the previous generation", applier: FluxOCIRepository{}, kind: "OCIRepository",
+			y:         `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 1, artifact: {revision: "` + d1 + `"}, conditions: [` + ready("True", "Succeeded", 1) + `]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForReconcile"},
+		{name: "OCIRepository Ready but still the old artifact", applier: FluxOCIRepository{}, kind: "OCIRepository",
+			y:         `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "` + d1 + `"}, conditions: [` + ready("True", "Succeeded", 2) + `]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForRevision"},
+		{name: "OCIRepository fetch failed", applier: FluxOCIRepository{}, kind: "OCIRepository",
+			y:         `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, conditions: [` + ready("False", "FetchFailed", 2) + `]}}`,
+			wantPhase: Failed, wantReason: "FetchFailed"},
+		{name: "Kustomization reconciling", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 1, conditions: [` + ready("Unknown", "Progressing", 2) + `, {type: Reconciling, status: "True", reason: Progressing, message: m}]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForReady"},
+		{name: "Kustomization landed", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, lastAppliedRevision: "main@sha1:abc", conditions: [` + ready("True", "ReconciliationSucceeded", 2) + `]}}`,
+			wantPhase: Landed},
+		{name: "Kustomization health check failed", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, conditions: [` + ready("False", "HealthCheckFailed", 2) + `]}}`,
+			wantPhase: Failed, wantReason: "HealthCheckFailed"},
+		{name: "Kustomization waiting on a dependency is not a failure", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, conditions: [` + ready("False", "DependencyNotReady", 2) + `]}}`,
+			wantPhase: Progressing},
+		{name: "HelmRelease deployed at the values digest", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease",
+			y:         `{spec: {values: {image: {digest: "` + d2 + `"}}}, status: {observedGeneration: 2, history: [{version: 3, status: deployed, chartVersion: 1.0.0}], conditions: [` + ready("True", "UpgradeSucceeded", 2) + `]}}`,
+			wantPhase: Landed},
+		{name: "HelmRelease newest release failed", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease",
+			y:         `{spec: {values: {image: {digest: "` + d2 + `"}}}, status: {observedGeneration: 2, history: [{version: 3, status: failed}], conditions: [` + ready("False", "UpgradeFailed", 2) + `]}}`,
+			wantPhase: Failed, wantReason: "UpgradeFailed"},
+		{name: "HelmRelease chart version not yet released", applier: FluxHelmRelease{}, kind: "HelmRelease",
+			y:         `{metadata: {annotations: {stagecoach.dev/digest: "` + d2 + `"}}, spec: {chart: {spec: {version: 2.0.0}}}, status: {observedGeneration: 2, history: [{version: 2, status: deployed, chartVersion: 1.0.0}], conditions: [` + ready("True", "UpgradeSucceeded", 2) + `]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForRevision"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			obs := tc.applier.Observe(fluxObj(t, tc.kind, 2, tc.y), d2)
+			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			if tc.wantReason != "" {
+				g.Expect(obs.Reason).To(Equal(tc.wantReason), obs.Message)
+			}
+		})
+	}
+}

@@ -1,0 +1,161 @@
+package flux
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+func kustomizationSpec() map[string]any {
+	return map[string]any{"interval": "10m", "prune": true, "path": "./app",
+		"sourceRef": map[string]any{"kind": "OCIRepository", "name": "app"}}
+}
+
+func substituted(n int) func(u *unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "postBuild", "substitute", "STAGECOACH_DIGEST")
+		return d == digest(n)
+	}
+}
+
+func appliedRevision(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, "latest@"+digest(100), "status", "lastAppliedRevision")
+}
+
+// Ready=True left over from the previous generation is not landed: only Ready for the generation
+// that carries the digest is.
+func TestKustomizationStaleReadyIsNotLanded(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	k := createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, "dev", kustomizationSpec())
+	k.succeeded("ReconciliationSucceeded", appliedRevision) // Ready at generation 1
+	newStage(t, ns, "dev", "Kustomization", nil)
+
+	promote(t, ns, "v1", "dev", 1)
+	k.waitFor(substituted(1))
+	g.Expect(k.get().GetGeneration()).To(Equal(int64(2)))
+	notLanded := func(g Gomega) {
+		p := promotion(g, t, ns, "v1")
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseRunning))
+		g.Expect(p.Status.LandedAt).To(BeNil())
+		g.Expect(p.Status.Message).To(ContainSubstring(fmt.Sprintf("waiting for Kustomization '%s/dev' to be reconciled at generation 2", ns)))
+	}
+	g.Eventually(notLanded, timeout, interval).Should(Succeed())
+	g.Consistently(notLanded, time.Second, interval).Should(Succeed())
+
+	k.progressing()
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "v1").Status.Message).To(ContainSubstring("is not Ready (Progressing)"))
+	}, timeout, interval).Should(Succeed())
+	k.succeeded("ReconciliationSucceeded", appliedRevision)
+	p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseSucceeded)
+	g.Expect(p.Status.Message).To(ContainSubstring("is Ready at generation 2"))
+	u := k.get()
+	version, _, _ := unstructured.NestedString(u.Object, "spec", "postBuild", "substitute", "STAGECOACH_VERSION")
+	g.Expect(version).To(Equal("v1.0.0"))
+}
+
+// A Kustomization whose health checks fail fails the promote, and the Stage rolls back.
+func TestKustomizationHealthCheckFailedRollsBack(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	k := createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, "staging", kustomizationSpec())
+	newStage(t, ns, "staging", "Kustomization", nil)
+
+	promote(t, ns, "v1", "staging", 1)
+	k.waitFor(substituted(1))
+	k.succeeded("ReconciliationSucceeded", appliedRevision)
+	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseSucceeded)
+
+	promote(t, ns, "v3", "staging", 3)
+	k.waitFor(substituted(3))
+	k.progressing()
+	k.failed("HealthCheckFailed", "timeout waiting for: [Deployment/staging/payments status: 'InProgress']")
+	p := eventuallyPhase(t, ns, "v3", stagecoachv1.PhaseFailed)
+	g.Expect(p.Status.Message).To(ContainSubstring("failed with HealthCheckFailed applying " + digest(3)))
+
+	// The rollback writes v1 back.
+	eventuallyPhase(t, ns, "v3-rollback", stagecoachv1.PhaseRunning)
+	k.waitFor(substituted(1))
+	k.succeeded("ReconciliationSucceeded", appliedRevision)
+	eventuallyPhase(t, ns, "v3-rollback", stagecoachv1.PhaseSucceeded)
+	eventuallyPhase(t, ns, "v3", stagecoachv1.PhaseRolledBack)
+}
+
+// An OCIRepository pinned by digest lands when its stored artifact is that digest.
+func TestOCIRepositoryPromotes(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	o := createFlux(t, "source.toolkit.fluxcd.io/v1", "OCIRepository", ns, "dev",
+		map[string]any{"interval": "1m", "url": "oci://registry.example/deploy/payments", "ref": map[string]any{"tag": "latest"}})
+	newStage(t, ns, "dev", "OCIRepository", nil)
+
+	promote(t, ns, "v2", "dev", 2)
+	o.waitFor(func(u *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "digest")
+		return d == digest(2)
+	})
+	// Ready at the new generation, but the artifact is still the old one: not landed.
+	o.succeeded("Succeeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"revision": "latest@" + digest(1), "digest": digest(1),
+			"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "v2").Status.Message).To(ContainSubstring("stores artifact \"latest@" + digest(1) + "\""))
+	}, timeout, interval).Should(Succeed())
+	o.succeeded("Succeeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"revision": "latest@" + digest(2), "digest": digest(2),
+			"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
+	})
+	eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseSucceeded)
+}
+
+// A HelmRelease carries the digest in a values key; landed when the newest release is deployed
+// for the generation.
+func TestHelmReleaseValuesKey(t *testing.T) {
+	ns := newNamespace(t)
+	h := createFlux(t, "helm.toolkit.fluxcd.io/v2", "HelmRelease", ns, "prod", map[string]any{"interval": "5m",
+		"chart": map[string]any{"spec": map[string]any{"chart": "payments", "version": "1.0.0",
+			"sourceRef": map[string]any{"kind": "HelmRepository", "name": "charts"}}}})
+	newStage(t, ns, "prod", "HelmRelease", func(s *stagecoachv1.Stage) { s.Spec.ApplyRef.ValuesKey = "image.digest" })
+
+	promote(t, ns, "v4", "prod", 4)
+	h.waitFor(func(u *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "values", "image", "digest")
+		return d == digest(4)
+	})
+	h.progressing()
+	h.succeeded("UpgradeSucceeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "prod", "namespace": ns, "version": int64(2),
+			"status": "deployed", "chartName": "payments", "chartVersion": "1.0.0", "appVersion": "1.0.0",
+			"configDigest": "sha256:abc", "digest": "sha256:def",
+			"firstDeployed": time.Now().UTC().Format(time.RFC3339), "lastDeployed": time.Now().UTC().Format(time.RFC3339)}}, "status", "history")
+	})
+	eventuallyPhase(t, ns, "v4", stagecoachv1.PhaseSucceeded)
+}
+
+// A suspended Flux object applies nothing: the Stage is not Ready until it is resumed.
+func TestSuspendedApplierIsNotReady(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	spec := kustomizationSpec()
+	spec["suspend"] = true
+	createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, "dev", spec)
+	newStage(t, ns, "dev", "Kustomization", nil)
+	eventuallyReady(t, ns, "dev", metav1.ConditionFalse, stagecoachv1.ReasonApplierSuspended,
+		fmt.Sprintf("Kustomization '%s/dev' is suspended, so it applies nothing: set spec.suspend to false", ns))
+
+	k := &unstructured.Unstructured{}
+	k.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+	k.SetKind("Kustomization")
+	g.Expect(env.Client.Get(t.Context(), clientKey(ns, "dev"), k)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(k.Object, false, "spec", "suspend")).To(Succeed())
+	g.Expect(env.Client.Update(t.Context(), k)).To(Succeed())
+	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
+}
