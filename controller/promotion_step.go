@@ -47,6 +47,8 @@ type promotionRun struct {
 	// commit writes the Stage's status now; used before a Promotion finishes, so that a crash
 	// between the two writes never loses a history entry (the entry is keyed by Promotion).
 	commit func(context.Context) error
+	// promotions are the Stage's Promotions as listed at the start of this reconcile.
+	promotions []stagecoachv1.Promotion
 }
 
 // reconcilePromotions moves the Stage's Promotions one step: supersede, start, apply, observe,
@@ -57,6 +59,7 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
 		return 0, fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
 	}
+	run.promotions = list.Items
 	q := plan.Queue(list.Items)
 	for _, p := range q.Controls {
 		if err := run.control(ctx, p); err != nil {
@@ -190,6 +193,13 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	if stage.Status.Current != nil {
 		known = append(known, stage.Status.Current.Digest)
 	}
+	// What any of this Stage's Promotions applied was written by Stagecoach, even if the Stage's
+	// status lost the write to a conflict.
+	for _, other := range run.promotions {
+		if other.Status.AppliedAt != nil && other.Status.Version != nil {
+			known = append(known, other.Status.Version.Digest)
+		}
+	}
 	if !slices.Contains(known, current) {
 		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion",
 			run.obj.GetKind(), run.obj.GetName(), current)
@@ -210,7 +220,8 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil {
 		return false, fmt.Errorf("failed to apply %s to %s %q: %w", digest, run.obj.GetKind(), run.obj.GetName(), err)
 	}
-	return true, nil
+	// Record the write on the Stage before anything else, so it is never taken for someone else's.
+	return true, run.commit(ctx)
 }
 
 // annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
