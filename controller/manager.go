@@ -3,7 +3,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -73,14 +76,18 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := mgr.AddReadyzCheck("informers", cacheSyncedCheck(mgr.GetCache())); err != nil {
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
-	if err := (&StageReconciler{
+	stages := &StageReconciler{
 		Client:               mgr.GetClient(),
 		APIReader:            mgr.GetAPIReader(),
 		RESTMapper:           mgr.GetRESTMapper(),
 		Events:               mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval: opts.ApplierRetryInterval,
 		Clock:                opts.Clock,
-	}).SetupWithManager(ctx, mgr); err != nil {
+	}
+	if err := stages.SetupWithManager(ctx, mgr); err != nil {
+		return nil, err
+	}
+	if err := addHooks(mgr, opts, stages); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -97,4 +104,40 @@ func cacheSyncedCheck(c cache.Cache) healthz.Checker {
 		}
 		return nil
 	}
+}
+
+// addHooks serves the notification hooks when an address and at least one secret are configured.
+func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
+	if opts.HooksBindAddress == "0" || (opts.FluxHookSecret == "" && opts.ArgoCDHookSecret == "") {
+		return nil
+	}
+	hooks := &Hooks{Lookup: stages.stagesForHookEvent, Wake: stages.wake}
+	// Tokens are read live (not from the cache): the controller may read only these Secrets.
+	if opts.FluxHookSecret != "" {
+		key, _ := parseSecretRef(opts.FluxHookSecret)
+		hooks.FluxToken = CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
+	}
+	if opts.ArgoCDHookSecret != "" {
+		key, _ := parseSecretRef(opts.ArgoCDHookSecret)
+		hooks.ArgoCDToken = CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
+	}
+	server := &http.Server{Addr: opts.HooksBindAddress, Handler: hooks.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		ln, err := net.Listen("tcp", opts.HooksBindAddress)
+		if err != nil {
+			return fmt.Errorf("failed to listen for hooks on %s: %w", opts.HooksBindAddress, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("serving notification hooks", "address", ln.Addr().String())
+		go func() {
+			<-ctx.Done()
+			shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = server.Shutdown(shutdown)
+		}()
+		if err := server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("hooks server: %w", err)
+		}
+		return nil
+	}))
 }

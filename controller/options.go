@@ -25,6 +25,9 @@ type Options struct {
 	LeaderElectionID       string
 	WatchNamespaces        []string
 	EventsAddr             string
+	HooksBindAddress       string
+	FluxHookSecret         string
+	ArgoCDHookSecret       string
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
@@ -43,6 +46,7 @@ func DefaultOptions() Options {
 		LogEncoding:            "json",
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
+		HooksBindAddress:       ":8082",
 		LeaderElectionID:       "stagecoach-controller.stagecoach.dev",
 		ApplierRetryInterval:   30 * time.Second,
 	}
@@ -63,6 +67,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Comma-separated namespaces whose Stages (and appliers) the controller watches; empty watches all.")
 	fs.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
 		"URL of Flux's notification-controller event receiver (for example http://notification-controller.flux-system/); empty sends no Flux events.")
+	fs.StringVar(&o.HooksBindAddress, "hooks-bind-address", o.HooksBindAddress,
+		"Address the notification hooks (/hooks/flux, /hooks/argocd) listen on (host:port); 0 disables them.")
+	fs.StringVar(&o.FluxHookSecret, "flux-hook-secret", o.FluxHookSecret,
+		"Secret (namespace/name) whose key 'token' is the HMAC key of the Flux generic-hmac Provider; empty disables /hooks/flux.")
+	fs.StringVar(&o.ArgoCDHookSecret, "argocd-hook-secret", o.ArgoCDHookSecret,
+		"Secret (namespace/name) whose key 'token' is the bearer token of the Argo CD notifications webhook; empty disables /hooks/argocd.")
 	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
 }
@@ -84,6 +94,14 @@ func (o *Options) Validate() error {
 	}
 	if err := validateBindAddress(o.HealthProbeBindAddress); err != nil {
 		return fmt.Errorf("invalid --health-probe-bind-address %q: %w", o.HealthProbeBindAddress, err)
+	}
+	if err := validateBindAddress(o.HooksBindAddress); err != nil {
+		return fmt.Errorf("invalid --hooks-bind-address %q: %w", o.HooksBindAddress, err)
+	}
+	for flag, ref := range map[string]string{"--flux-hook-secret": o.FluxHookSecret, "--argocd-hook-secret": o.ArgoCDHookSecret} {
+		if _, err := parseSecretRef(ref); ref != "" && err != nil {
+			return fmt.Errorf("invalid %s %q: %w", flag, ref, err)
+		}
 	}
 	for _, ns := range o.WatchNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
@@ -118,4 +136,13 @@ func validateBindAddress(addr string) error {
 		return fmt.Errorf("port %q must be a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// parseSecretRef reads "namespace/name".
+func parseSecretRef(ref string) (client.ObjectKey, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return client.ObjectKey{}, fmt.Errorf("must be namespace/name of a Secret")
+	}
+	return client.ObjectKey{Namespace: ns, Name: name}, nil
 }

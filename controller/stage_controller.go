@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
@@ -36,7 +37,8 @@ type StageReconciler struct {
 	// Clock tells the time (tests may fake it); the real clock when nil.
 	Clock clock.PassiveClock
 
-	watcher *applierWatcher
+	watcher    *applierWatcher
+	hookEvents chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch

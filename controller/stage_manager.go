@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -76,6 +78,7 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
 
+	r.hookEvents = make(chan event.GenericEvent, 256)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").
 		For(&stagecoachv1.Stage{}, builder.WithPredicates(predicate.Or(
@@ -94,6 +97,8 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		// An upstream Stage verifying a version offers it downstream (its status changes, so no
 		// generation filter here).
 		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesFollowing)).
+		// Notification hooks wake Stages directly.
+		WatchesRawSource(source.Channel(r.hookEvents, &handler.EnqueueRequestForObject{})).
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("failed to build the Stage controller: %w", err)
@@ -125,6 +130,28 @@ func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Objec
 	}
 	add(obj.GetLabels()[stagecoachv1.StageLabel])
 	return reqs
+}
+
+// stagesForHookEvent finds the Stages whose applier a hook event names.
+func (r *StageReconciler) stagesForHookEvent(ctx context.Context, e HookEvent) []reconcile.Request {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: e.Group, Kind: e.Kind})
+	obj.SetNamespace(e.Namespace)
+	obj.SetName(e.Name)
+	return r.stagesForApplier(ctx, obj)
+}
+
+// wake enqueues Stages from a hook; a full queue drops the wake-up (the Stage's own watches and
+// requeues still get there) rather than holding the HTTP request.
+func (r *StageReconciler) wake(reqs []reconcile.Request) {
+	for _, req := range reqs {
+		stage := &stagecoachv1.Stage{}
+		stage.Namespace, stage.Name = req.Namespace, req.Name
+		select {
+		case r.hookEvents <- event.GenericEvent{Object: stage}:
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // stagesFollowing maps a Stage event to the Stages whose upstream it is.

@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // Flux's generic-hmac receivers accept sha1 signatures; we accept what Flux can send
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// MaxHookBody is the largest hook payload accepted; Flux events are a few KiB.
+const MaxHookBody = 1 << 20
+
+// HookEvent is what a hook payload tells: which object the engine reported on. The decision is
+// always made again from the objects themselves; the payload only says whom to wake.
+type HookEvent struct {
+	Group, Kind, Namespace, Name string
+}
+
+// fluxEvent is the part of a Flux notification-controller event (fluxcd/pkg/apis/event) a hook reads.
+type fluxEvent struct {
+	InvolvedObject struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Namespace  string `json:"namespace"`
+		Name       string `json:"name"`
+	} `json:"involvedObject"`
+	Reason string `json:"reason"`
+}
+
+// DecodeFluxEvent reads a Flux event and names the object it is about.
+func DecodeFluxEvent(body []byte) (HookEvent, error) {
+	var e fluxEvent
+	if err := json.Unmarshal(body, &e); err != nil {
+		return HookEvent{}, fmt.Errorf("not a Flux event: %w", err)
+	}
+	o := e.InvolvedObject
+	if o.Kind == "" || o.Name == "" || o.Namespace == "" {
+		return HookEvent{}, errors.New("not a Flux event: involvedObject needs kind, name and namespace")
+	}
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	if err != nil {
+		return HookEvent{}, fmt.Errorf("not a Flux event: involvedObject.apiVersion %q: %w", o.APIVersion, err)
+	}
+	return HookEvent{Group: gv.Group, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}, nil
+}
+
+// argoCDEvent is the body of the webhook template in manifests/argocd/notifications.
+type argoCDEvent struct {
+	App       string `json:"app"`
+	Namespace string `json:"namespace"`
+}
+
+// DecodeArgoCDEvent reads an Argo CD notification and names the Application it is about.
+func DecodeArgoCDEvent(body []byte) (HookEvent, error) {
+	var e argoCDEvent
+	if err := json.Unmarshal(body, &e); err != nil {
+		return HookEvent{}, fmt.Errorf("not a Stagecoach Argo CD notification: %w", err)
+	}
+	if e.App == "" || e.Namespace == "" {
+		return HookEvent{}, errors.New("not a Stagecoach Argo CD notification: app and namespace are required")
+	}
+	return HookEvent{Group: "argoproj.io", Kind: "Application", Namespace: e.Namespace, Name: e.App}, nil
+}
+
+// SecretReader returns a secret value (a hook token); implementations cache it.
+type SecretReader func(ctx context.Context) ([]byte, error)
+
+// Hooks serves /hooks/flux and /hooks/argocd. A verified event wakes the Stages that apply
+// through the object it names; nothing else happens on the request path.
+type Hooks struct {
+	FluxToken   SecretReader // HMAC key of the generic-hmac Provider; nil disables /hooks/flux
+	ArgoCDToken SecretReader // bearer token of the notifications webhook; nil disables /hooks/argocd
+	// Lookup finds the Stages whose applier is the object.
+	Lookup func(ctx context.Context, e HookEvent) []reconcile.Request
+	// Wake enqueues Stages.
+	Wake func(reqs []reconcile.Request)
+}
+
+// Handler returns the hooks' HTTP handler.
+func (h *Hooks) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if h.FluxToken != nil {
+		mux.HandleFunc("/hooks/flux", h.serve(h.verifyFlux, DecodeFluxEvent))
+	}
+	if h.ArgoCDToken != nil {
+		mux.HandleFunc("/hooks/argocd", h.serve(h.verifyArgoCD, DecodeArgoCDEvent))
+	}
+	return mux
+}
+
+type verifier func(r *http.Request, body []byte) (ok bool, status int, msg string)
+
+func (h *Hooks) serve(verify verifier, decode func([]byte) (HookEvent, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHookBody))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "cannot read body", http.StatusBadRequest)
+			return
+		}
+		if ok, status, msg := verify(r, body); !ok {
+			http.Error(w, msg, status)
+			return
+		}
+		event, err := decode(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		reqs := h.Lookup(r.Context(), event)
+		h.Wake(reqs)
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = fmt.Fprintf(w, "woke %d Stage(s) applying through %s %s/%s\n", len(reqs), event.Kind, event.Namespace, event.Name)
+	}
+}
+
+// verifyFlux checks X-Signature: <alg>=<hex HMAC of the raw body> (generic-hmac Provider).
+func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
+	header := r.Header.Get("X-Signature")
+	alg, sig, found := strings.Cut(header, "=")
+	if header == "" || !found {
+		return false, http.StatusUnauthorized, "missing X-Signature: <alg>=<hex>"
+	}
+	var newHash func() hash.Hash
+	switch alg {
+	case "sha256":
+		newHash = sha256.New
+	case "sha512":
+		newHash = sha512.New
+	case "sha1":
+		newHash = sha1.New
+	default:
+		return false, http.StatusUnauthorized, "unsupported signature algorithm " + alg
+	}
+	want, err := hex.DecodeString(sig)
+	if err != nil {
+		return false, http.StatusUnauthorized, "X-Signature is not hex"
+	}
+	key, err := h.FluxToken(r.Context())
+	if err != nil {
+		return false, http.StatusServiceUnavailable, "hook secret unavailable"
+	}
+	mac := hmac.New(newHash, key)
+	mac.Write(body)
+	if !hmac.Equal(mac.Sum(nil), want) {
+		return false, http.StatusUnauthorized, "bad signature"
+	}
+	return true, 0, ""
+}
+
+// verifyArgoCD checks Authorization: Bearer <token>, in constant time.
+func (h *Hooks) verifyArgoCD(r *http.Request, _ []byte) (bool, int, string) {
+	got, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !found || got == "" {
+		return false, http.StatusUnauthorized, "missing Authorization: Bearer <token>"
+	}
+	token, err := h.ArgoCDToken(r.Context())
+	if err != nil {
+		return false, http.StatusServiceUnavailable, "hook secret unavailable"
+	}
+	// Compare digests so that the comparison takes the same time whatever the lengths.
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256(token)
+	if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		return false, http.StatusUnauthorized, "bad token"
+	}
+	return true, 0, ""
+}
+
+// CachedSecretKey reads one key of a Secret through reader, keeping it for ttl so that
+// unauthenticated requests cannot make the controller hammer the API server.
+func CachedSecretKey(reader client.Reader, key client.ObjectKey, field string, ttl time.Duration) SecretReader {
+	var mu sync.Mutex
+	var value []byte
+	var fetched time.Time
+	return func(ctx context.Context) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if value != nil && time.Since(fetched) < ttl {
+			return value, nil
+		}
+		secret := &corev1.Secret{}
+		if err := reader.Get(ctx, key, secret); err != nil {
+			return nil, fmt.Errorf("failed to read Secret %s: %w", key, err)
+		}
+		v, ok := secret.Data[field]
+		if !ok || len(v) == 0 {
+			return nil, fmt.Errorf("secret %s has no key %q", key, field)
+		}
+		value, fetched = v, time.Now()
+		return value, nil
+	}
+}
