@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	fluxevents "github.com/fluxcd/pkg/runtime/events"
+
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
@@ -83,6 +85,14 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		Events:               mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval: opts.ApplierRetryInterval,
 		Clock:                opts.Clock,
+	}
+	if opts.EventsAddr != "" {
+		recorder, err := fluxevents.NewRecorder(ctrl.Log.WithName("flux-events"), opts.EventsAddr, ControllerName,
+			fluxevents.WithManager(mgr), fluxevents.WithEventsAPI(fluxevents.EventsAPIEventsV1))
+		if err != nil {
+			return nil, fmt.Errorf("failed to create the Flux event recorder for %s: %w", opts.EventsAddr, err)
+		}
+		stages.FluxEvents = recorder
 	}
 	if err := stages.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err

@@ -165,12 +165,14 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 		p.Status.AppliedAt = &now
 		p.Status.Message = "applied " + versionString(version) + "; waiting for the engine"
 		run.event(p, corev1.EventTypeNormal, EventPromoted, "Promoted %s to %s", stage.Name, versionString(version))
+		run.engineEvent(p, corev1.EventTypeNormal, EventPromoted, fmt.Sprintf("Stagecoach promoted %s to %s", stage.Name, versionString(version)))
 		// Look again by the deadline even if the engine never writes.
 		d.RequeueAfter = stage.GetProgressDeadline()
 	case plan.StepLanded:
 		p.Status.LandedAt = &now
 		p.Status.Message = d.Message
 		run.event(p, corev1.EventTypeNormal, EventLanded, "%s landed in %s: %s", versionString(version), stage.Name, d.Message)
+		run.engineEvent(p, corev1.EventTypeNormal, EventLanded, fmt.Sprintf("%s landed in %s: %s", versionString(version), stage.Name, d.Message))
 	case plan.StepUnlanded:
 		p.Status.LandedAt = nil
 		p.Status.Message = d.Message
@@ -205,6 +207,7 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 			run.obj.GetKind(), run.obj.GetName(), current)
 		run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
 		run.event(stage, corev1.EventTypeWarning, EventFrozen, "%s", msg)
+		run.engineEvent(p, corev1.EventTypeWarning, EventFrozen, msg)
 		return false, run.finish(ctx, p, stagecoachv1.PhaseAborted, "not applied: "+msg)
 	}
 	stage.Status.LastAppliedDigest = digest
@@ -262,6 +265,7 @@ func (run *promotionRun) verified(ctx context.Context, p *stagecoachv1.Promotion
 	before := p.DeepCopy()
 	p.Status.VerifiedAt = &now
 	run.event(p, corev1.EventTypeNormal, EventVerified, "%s verified in %s", versionString(v), stage.Name)
+	run.engineEvent(p, corev1.EventTypeNormal, EventVerified, fmt.Sprintf("%s verified in %s", versionString(v), stage.Name))
 	return run.finishFrom(ctx, before, p, stagecoachv1.PhaseSucceeded, "verified: "+evidence)
 }
 
@@ -305,6 +309,7 @@ func (run *promotionRun) failed(ctx context.Context, p *stagecoachv1.Promotion, 
 		return err
 	}
 	run.event(p, corev1.EventTypeWarning, EventPromotionFailed, "%s failed in %s: %s", versionString(v), stage.Name, message)
+	run.engineEvent(p, corev1.EventTypeWarning, EventPromotionFailed, fmt.Sprintf("%s failed in %s: %s", versionString(v), stage.Name, message))
 	return run.finish(ctx, p, stagecoachv1.PhaseFailed, message)
 }
 
@@ -339,6 +344,7 @@ func (run *promotionRun) markRolledBack(ctx context.Context, name, by string) er
 	p.Status.Phase = stagecoachv1.PhaseRolledBack
 	p.Status.Message = fmt.Sprintf("rolled back by %s: %s", by, p.Status.Message)
 	run.event(p, corev1.EventTypeNormal, EventRolledBack, "Stage %s rolled back by %s", run.stage.Name, by)
+	run.engineEvent(p, corev1.EventTypeNormal, EventRolledBack, fmt.Sprintf("Stage %s rolled back from %s by %s", run.stage.Name, versionString(p.Status.Version), by))
 	return run.patchPromotion(ctx, before, p)
 }
 
@@ -437,6 +443,23 @@ func (run *promotionRun) patchPromotion(ctx context.Context, before, p *stagecoa
 func (run *promotionRun) setFrozen(reason, message string) {
 	meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue,
 		Reason: reason, Message: message, ObservedGeneration: run.stage.Generation})
+}
+
+// engineEvent tells the engine's own notification path about a transition: for a Flux applier, a
+// Flux event about the Flux object (so an Alert on it routes the event), with the revision, Stage,
+// environment and Promotion as metadata.
+func (run *promotionRun) engineEvent(p *stagecoachv1.Promotion, eventType, reason, message string) {
+	if run.r.FluxEvents == nil || !strings.HasSuffix(run.obj.GroupVersionKind().Group, ".fluxcd.io") {
+		return
+	}
+	group := run.obj.GroupVersionKind().Group
+	metadata := map[string]string{
+		group + "/revision":    versionString(p.Status.Version),
+		group + "/stage":       run.stage.Namespace + "/" + run.stage.Name,
+		group + "/environment": run.stage.Spec.Environment,
+		group + "/promotion":   p.Name,
+	}
+	run.r.FluxEvents.AnnotatedEventf(run.obj, nil, metadata, eventType, reason, "Promote", "%s", message)
 }
 
 func (run *promotionRun) event(obj client.Object, eventType, reason, note string, args ...any) {

@@ -32,6 +32,8 @@ type StageReconciler struct {
 	APIReader  client.Reader
 	RESTMapper meta.RESTMapper
 	Events     events.EventRecorder
+	// FluxEvents, when set, sends Flux events about Flux appliers to notification-controller.
+	FluxEvents events.AnnotatedEventRecorder
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again.
 	ApplierRetryInterval time.Duration
 	// Clock tells the time (tests may fake it); the real clock when nil.

@@ -86,6 +86,29 @@ func TestKustomizationHealthCheckFailedRollsBack(t *testing.T) {
 	k.succeeded("ReconciliationSucceeded", appliedRevision)
 	eventuallyPhase(t, ns, "v3-rollback", stagecoachv1.PhaseSucceeded)
 	eventuallyPhase(t, ns, "v3", stagecoachv1.PhaseRolledBack)
+
+	// notification-controller heard each step, about the Kustomization, so Alerts on it route them.
+	g.Eventually(func(g Gomega) {
+		var reasons []string
+		for _, e := range notificationController.about("Kustomization", ns, "staging") {
+			reasons = append(reasons, e.Severity+"/"+e.Reason)
+		}
+		g.Expect(reasons).To(ContainElements("info/Promoted", "info/Landed", "info/Verified", "error/PromotionFailed", "info/RolledBack"))
+	}, timeout, interval).Should(Succeed())
+	for _, e := range notificationController.about("Kustomization", ns, "staging") {
+		if e.Reason != "PromotionFailed" {
+			continue
+		}
+		g.Expect(e.InvolvedObject.APIVersion).To(Equal("kustomize.toolkit.fluxcd.io/v1"))
+		g.Expect(e.ReportingController).To(Equal("stagecoach-controller"))
+		g.Expect(e.Message).To(ContainSubstring("failed in staging"))
+		g.Expect(e.Metadata).To(Equal(map[string]string{
+			"kustomize.toolkit.fluxcd.io/revision":    "v3.0.0@" + digest(3),
+			"kustomize.toolkit.fluxcd.io/stage":       ns + "/staging",
+			"kustomize.toolkit.fluxcd.io/environment": "staging",
+			"kustomize.toolkit.fluxcd.io/promotion":   "v3",
+		}))
+	}
 }
 
 // An OCIRepository pinned by digest lands when its stored artifact is that digest.

@@ -6,9 +6,13 @@ package flux
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +36,53 @@ const (
 	interval = 50 * time.Millisecond
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// notificationController stands in for notification-controller's events endpoint.
+	notificationController = &eventSink{}
+)
+
+// fluxEvent is the payload Flux's event recorder posts (fluxcd/pkg/apis/event/v1.Event).
+type fluxEvent struct {
+	InvolvedObject struct {
+		APIVersion, Kind, Namespace, Name string
+	} `json:"involvedObject"`
+	Severity            string            `json:"severity"`
+	Reason              string            `json:"reason"`
+	Message             string            `json:"message"`
+	Metadata            map[string]string `json:"metadata"`
+	ReportingController string            `json:"reportingController"`
+}
+
+type eventSink struct {
+	mu     sync.Mutex
+	events []fluxEvent
+}
+
+func (s *eventSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var e fluxEvent
+	if err := json.NewDecoder(r.Body).Decode(&e); err != nil || r.Method != http.MethodPost {
+		http.Error(w, "bad event", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// about returns the events received about one object.
+func (s *eventSink) about(kind, ns, name string) []fluxEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fluxEvent
+	for _, e := range s.events {
+		if e.InvolvedObject.Kind == kind && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 func TestMain(m *testing.M) {
 	logs := io.Discard
@@ -46,9 +96,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	sink := httptest.NewServer(notificationController)
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := controller.DefaultOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	opts.EventsAddr = sink.URL + "/"
 	mgr, err := controller.NewManager(ctx, env.Config, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -62,6 +114,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "manager stopped with an error:", err)
 		code = 1
 	}
+	sink.Close()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "failed to stop the test API server:", err)
 	}
