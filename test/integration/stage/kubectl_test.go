@@ -83,3 +83,14 @@ func TestInstallManifestsApply(t *testing.T) {
 		g.Expect(out).To(ContainSubstring(want))
 	}
 }
+
+// The Flux wiring is accepted by the Flux CRDs' schemas.
+func TestFluxManifestsApply(t *testing.T) {
+	g := NewWithT(t)
+	out, err := kubectl(t, "create", "namespace", "flux-system")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	out, err = kubectl(t, "apply", "--dry-run=server", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "flux"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("provider.notification.toolkit.fluxcd.io/stagecoach created (server dry run)"))
+	g.Expect(out).To(ContainSubstring("alert.notification.toolkit.fluxcd.io/stagecoach created (server dry run)"))
+}
