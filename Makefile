@@ -64,3 +64,4 @@ $(CONTROLLER_GEN):
 .PHONY: bench
 bench: envtest-assets ## Measure reaction latency (engine signal -> Stagecoach) on a real API server; prints p50/p99.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
