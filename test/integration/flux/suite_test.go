@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,14 +16,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
@@ -85,11 +81,7 @@ func (s *eventSink) about(kind, ns, name string) []fluxEvent {
 }
 
 func TestMain(m *testing.M) {
-	logs := io.Discard
-	if os.Getenv("DEBUG_TEST") != "" {
-		logs = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
+	testenv.SetLogger()
 	var err error
 	env, err = testenv.Start(testenv.FluxCRDs)
 	if err != nil {
@@ -97,20 +89,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sink := httptest.NewServer(notificationController)
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := controller.DefaultOptions()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	opts.EventsAddr = sink.URL + "/"
-	mgr, err := controller.NewManager(ctx, env.Config, opts)
+	stop, err := env.RunManager(context.Background(), func(o *controller.Options) { o.EventsAddr = sink.URL + "/" })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager stopped with an error:", err)
 		code = 1
 	}
@@ -121,12 +106,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "flux-"}}
-	NewWithT(t).Expect(env.Client.Create(t.Context(), ns)).To(Succeed())
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return env.NewNamespace(t, "flux") }
 
 func digest(n int) string { return fmt.Sprintf("sha256:%064x", n) }
 

@@ -23,10 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
@@ -44,11 +42,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	logs := io.Discard
-	if os.Getenv("DEBUG_TEST") != "" {
-		logs = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
+	testenv.SetLogger()
 	os.Exit(run(m))
 }
 
@@ -75,21 +69,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	hooksURL = "http://" + addr
-	opts := controller.DefaultOptions()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	opts.HooksBindAddress = addr
-	opts.FluxHookSecret, opts.ArgoCDHookSecret = "default/flux-hook", "default/argocd-hook"
-	opts.ApplierRetryInterval = time.Hour
-	mgr, err := controller.NewManager(ctx, env.Config, opts)
+	stop, err := env.RunManager(ctx, func(o *controller.Options) {
+		o.HooksBindAddress = addr
+		o.FluxHookSecret, o.ArgoCDHookSecret = "default/flux-hook", "default/argocd-hook"
+		o.ApplierRetryInterval = time.Hour
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager stopped with an error:", err)
 		code = 1
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -14,15 +13,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
@@ -37,11 +33,7 @@ const (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	logs := io.Discard
-	if os.Getenv("DEBUG_TEST") != "" {
-		logs = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
+	testenv.SetLogger()
 	var err error
 	env, err = testenv.Start(testenv.ArgoCDCRDs)
 	if err != nil {
@@ -68,12 +60,7 @@ func startController(t *testing.T, patches *atomic.Int32) *runningController {
 	if patches == nil {
 		patches = &atomic.Int32{}
 	}
-	opts := controller.DefaultOptions()
-	opts.MetricsBindAddress = "0"
-	opts.HealthProbeBindAddress = "0"
-	opts.ApplierRetryInterval = 500 * time.Millisecond
-	opts.SkipNameValidation = true
-	opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+	countingClient := func(cfg *rest.Config, o client.Options) (client.Client, error) {
 		c, err := client.NewWithWatch(cfg, o)
 		if err != nil {
 			return nil, err
@@ -89,29 +76,24 @@ func startController(t *testing.T, patches *atomic.Int32) *runningController {
 			},
 		}), nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := controller.NewManager(ctx, env.Config, opts)
+	stopManager, err := env.RunManager(context.Background(), func(o *controller.Options) {
+		o.ApplierRetryInterval = 500 * time.Millisecond
+		o.SkipNameValidation = true // one manager per test, in one process
+		o.NewClient = countingClient
+	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	stopped := false
 	stop := func() {
 		if !stopped {
 			stopped = true
-			cancel()
-			NewWithT(t).Expect(<-done).To(Succeed())
+			NewWithT(t).Expect(stopManager()).To(Succeed())
 		}
 	}
 	t.Cleanup(stop)
 	return &runningController{revisionPatches: patches, stop: stop}
 }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "promo-"}}
-	NewWithT(t).Expect(env.Client.Create(t.Context(), ns)).To(Succeed())
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return env.NewNamespace(t, "promo") }
 
 func digest(n int) string {
 	return fmt.Sprintf("sha256:%064x", n)

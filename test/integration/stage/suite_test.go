@@ -5,18 +5,14 @@ package stage
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
@@ -35,12 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	logs := io.Discard
-	if os.Getenv("DEBUG_TEST") != "" {
-		logs = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
-
+	testenv.SetLogger()
 	var err error
 	env, err = testenv.Start(testenv.FluxCRDs)
 	if err != nil {
@@ -52,36 +43,20 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "failed to stop the test API server:", err)
 		}
 	}()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := controller.DefaultOptions()
-	opts.MetricsBindAddress = "0"
-	opts.HealthProbeBindAddress = "0"
-	opts.ApplierRetryInterval = 500 * time.Millisecond
-	mgr, err := controller.NewManager(ctx, env.Config, opts)
+	stop, err := env.RunManager(context.Background(), func(o *controller.Options) { o.ApplierRetryInterval = 500 * time.Millisecond })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		cancel()
 		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager stopped with an error:", err)
 		code = 1
 	}
 	return code
 }
 
-// newNamespace gives each test a namespace of its own, so tests need no cleanup order.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "stage-"}}
-	NewWithT(t).Expect(env.Client.Create(t.Context(), ns)).To(Succeed())
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return env.NewNamespace(t, "stage") }
 
 // newStage creates a Stage that applies through the given kind and name, from an upstream Stage.
 func newStage(t *testing.T, ns, name, kind, applier string) *stagecoachv1.Stage {

@@ -3,10 +3,18 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +53,8 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// Start leaves etcd and the API server running when installing the CRDs fails.
+		_ = env.Stop()
 		return nil, fmt.Errorf("failed to start kube-apiserver and etcd from %s: %w", os.Getenv("KUBEBUILDER_ASSETS"), err)
 	}
 	scheme, err := controller.NewScheme()
@@ -58,4 +68,45 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 		return nil, fmt.Errorf("failed to create a client: %w", err)
 	}
 	return &Env{Environment: env, Config: cfg, Client: c}, nil
+}
+
+// SetLogger sends controller logs to stderr when DEBUG_TEST is set, and nowhere otherwise.
+func SetLogger() {
+	logs := io.Discard
+	if os.Getenv("DEBUG_TEST") != "" {
+		logs = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
+}
+
+// RunManager starts Stagecoach's manager against the API server with no metrics or probe
+// listeners and the options mutate sets. stop cancels it and returns how it ended.
+func (e *Env) RunManager(ctx context.Context, mutate func(*controller.Options)) (stop func() error, err error) {
+	opts := controller.DefaultOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	if mutate != nil {
+		mutate(&opts)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	mgr, err := controller.NewManager(ctx, e.Config, opts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}, nil
+}
+
+// NewNamespace gives one test a namespace of its own, so tests need no cleanup order.
+func (e *Env) NewNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := e.Client.Create(t.Context(), ns); err != nil {
+		t.Fatalf("failed to create a namespace: %v", err)
+	}
+	return ns.Name
 }
