@@ -75,9 +75,17 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionUnknown, "ApplierCheckFailed", err.Error())
 		return ctrl.Result{}, err
 	}
+	var through *unstructured.Unstructured
+	if verdict.ready && stage.Spec.ApplyRef.Kustomization != "" {
+		// The Kustomization that applies the OCIRepository's artifact holds the landed proof.
+		if through, err = r.checkThrough(ctx, stage, &verdict); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if verdict.ready {
 		// The engine's own rules: for Argo CD one OCI or Stagecoach-plugin source, automated sync.
-		if app := applier.For(verdict.gvk.GroupKind(), applier.Options{Image: stage.Spec.ApplyRef.Image, ValuesKey: stage.Spec.ApplyRef.ValuesKey}); app != nil {
+		opts := applier.Options{Image: stage.Spec.ApplyRef.Image, ValuesKey: stage.Spec.ApplyRef.ValuesKey, Through: through}
+		if app := applier.For(verdict.gvk.GroupKind(), opts); app != nil {
 			verdict.engine = app
 			verdict.checkEngine(stage)
 		}
@@ -210,6 +218,47 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 	}
 	return applierVerdict{ready: true, reason: stagecoachv1.ReasonApplierReady, applier: applier, gvk: gvk, obj: obj,
 		message: fmt.Sprintf("%s is readable and labelled for this Stage", described)}, nil
+}
+
+// kustomizationGVK is the kind of spec.applyRef.kustomization.
+var kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+
+// checkThrough reads the Kustomization named in spec.applyRef.kustomization: it must exist, carry
+// the Stage's label and not be suspended, or the verdict turns not ready.
+func (r *StageReconciler) checkThrough(ctx context.Context, stage *stagecoachv1.Stage, v *applierVerdict) (*unstructured.Unstructured, error) {
+	described := fmt.Sprintf("Kustomization '%s/%s' (spec.applyRef.kustomization)", stage.Namespace, stage.Spec.ApplyRef.Kustomization)
+	notReady := func(reason, message string) (*unstructured.Unstructured, error) {
+		v.ready, v.reason, v.message, v.retry = false, reason, message, true
+		return nil, nil
+	}
+	if _, err := r.RESTMapper.RESTMapping(kustomizationGVK.GroupKind(), kustomizationGVK.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			return notReady(stagecoachv1.ReasonApplierUnreadable, described+" cannot be read: Flux's Kustomization CRD is not installed")
+		}
+		return nil, fmt.Errorf("failed to look up kind %s for Stage %q: %w", kustomizationGVK, stage.Name, err)
+	}
+	if err := r.watcher.ensure(kustomizationGVK); err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(kustomizationGVK)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: stage.Spec.ApplyRef.Kustomization}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return notReady(stagecoachv1.ReasonApplierUnreadable, described+" is missing: create it or fix spec.applyRef.kustomization")
+	case apierrors.IsForbidden(err):
+		return notReady(stagecoachv1.ReasonApplierUnreadable, described+" is not readable: grant the controller get, list and watch on kustomizations")
+	case err != nil:
+		return nil, fmt.Errorf("failed to get %s for Stage %q: %w", described, stage.Name, err)
+	}
+	// Its events must reach the Stage: the label maps them.
+	if msg := labelProblem(obj, stage.Name, described); msg != "" {
+		return notReady(stagecoachv1.ReasonApplierUnlabelled, msg)
+	}
+	if suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); suspended {
+		return notReady(stagecoachv1.ReasonApplierSuspended, described+" is suspended, so it applies nothing: set spec.suspend to false (flux resume)")
+	}
+	return obj, nil
 }
 
 // labelProblem says what is wrong with the applier's stagecoach.dev/stage label, or "" when it

@@ -97,6 +97,7 @@ type StageSpec struct {
 // ApplierReference names the object that applies a Stage's version.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || self.kind == 'Kustomization'",message="applyRef.image is only for a Flux Kustomization: it names the spec.images entry to pin"
+// +kubebuilder:validation:XValidation:rule="!has(self.kustomization) || self.kind == 'OCIRepository'",message="applyRef.kustomization is only for a Flux OCIRepository: it names the Kustomization that applies the repository's artifact"
 // +kubebuilder:validation:XValidation:rule="!has(self.valuesKey) || self.kind == 'HelmRelease'",message="applyRef.valuesKey is only for a Flux HelmRelease: it names the values key that carries the digest"
 // +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",messageExpression="'applyRef.apiVersion is required for kind ' + self.kind + ': only Application, ApplicationSet, OCIRepository, Kustomization and HelmRelease are known without it'"
 type ApplierReference struct {
@@ -121,6 +122,13 @@ type ApplierReference struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Image string `json:"image,omitempty"`
+
+	// Kustomization, for a Flux OCIRepository, names the Kustomization (same namespace, same
+	// stagecoach.dev/stage label) that applies the repository's artifact: the version has landed
+	// only when that Kustomization is Ready with the digest as its lastAppliedRevision.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Kustomization string `json:"kustomization,omitempty"`
 
 	// ValuesKey, for a Flux HelmRelease, is the dotted path in spec.values that carries the
 	// digest (for example image.digest). Without it the version's tag is the chart version.

@@ -60,6 +60,9 @@ type Options struct {
 	Image string
 	// ValuesKey is the dotted HelmRelease values path that carries the digest.
 	ValuesKey string
+	// Through is the object that applies what this applier fetches (the Kustomization of an
+	// OCIRepository), as read now; nil when there is none.
+	Through *unstructured.Unstructured
 }
 
 // For returns the applier of a kind, or nil when Stagecoach has no built-in one for it.
@@ -68,7 +71,7 @@ func For(gk schema.GroupKind, opts Options) Applier {
 	case schema.GroupKind{Group: "argoproj.io", Kind: "Application"}:
 		return ArgoCDApplication{}
 	case schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}:
-		return FluxOCIRepository{}
+		return FluxOCIRepository{Kustomization: opts.Through}
 	case schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}:
 		return FluxKustomization{Image: opts.Image}
 	case schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}:

@@ -96,8 +96,11 @@ func observeFlux(obj *unstructured.Unstructured, digest string, failureReasons [
 }
 
 // FluxOCIRepository applies versions by pinning spec.ref.digest; landed when the stored artifact
-// is that digest.
-type FluxOCIRepository struct{}
+// is that digest and, when a Kustomization applies the artifact, that Kustomization is Ready for
+// its generation with the digest as its lastAppliedRevision.
+type FluxOCIRepository struct {
+	Kustomization *unstructured.Unstructured
+}
 
 // Validate implements Applier.
 func (FluxOCIRepository) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
@@ -120,15 +123,32 @@ func (FluxOCIRepository) SetRevision(obj *unstructured.Unstructured, v Version, 
 }
 
 // Observe implements Applier.
-func (FluxOCIRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
+func (o FluxOCIRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
 	rev, _, _ := unstructured.NestedString(obj.Object, "status", "artifact", "revision")
 	unproven := ""
 	if !revisionNames(rev, digest) {
 		unproven = fmt.Sprintf("%s stores artifact %q, not %s yet", describeKind(obj), rev, digest)
 	}
-	return observeFlux(obj, digest, []string{"FetchFailed", "StorageOperationFailed", "VerificationError", "InvalidURL", "AuthenticationFailed"},
+	source := observeFlux(obj, digest, []string{"FetchFailed", "StorageOperationFailed", "VerificationError", "InvalidURL", "AuthenticationFailed"},
 		unproven, "artifact "+rev)
+	if o.Kustomization == nil || source.Phase != Landed {
+		return source
+	}
+	k := o.Kustomization
+	applied, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
+	unproven = ""
+	if !revisionNames(applied, digest) {
+		unproven = fmt.Sprintf("%s applied %q, not %s yet", describeKind(k), applied, digest)
+	}
+	applier := observeFlux(k, digest, kustomizationFailures, unproven, "applied "+applied)
+	if applier.Phase == Landed {
+		applier.Message = source.Message + "; " + applier.Message
+	}
+	return applier
 }
+
+// kustomizationFailures are the Ready reasons with which kustomize-controller gives up on a revision.
+var kustomizationFailures = []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed", "ArtifactFailed"}
 
 // FluxKustomization applies versions through spec.images (the entry named Image) or the
 // postBuild substitutions; both are in its spec, so landed is Ready for the generation that
@@ -205,8 +225,7 @@ func (k FluxKustomization) Observe(obj *unstructured.Unstructured, digest string
 		unproven = fmt.Sprintf("%s carries %q, not %s", describeKind(obj), k.Revision(obj), digest)
 	}
 	rev, _, _ := unstructured.NestedString(obj.Object, "status", "lastAppliedRevision")
-	return observeFlux(obj, digest, []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed", "ArtifactFailed"},
-		unproven, "applied source revision "+rev)
+	return observeFlux(obj, digest, kustomizationFailures, unproven, "applied source revision "+rev)
 }
 
 // FluxHelmRelease applies versions as a values key (ValuesKey) or as the chart version (the tag);

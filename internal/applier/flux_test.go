@@ -148,3 +148,34 @@ func TestFluxObserve(t *testing.T) {
 		})
 	}
 }
+
+func TestFluxOCIRepositoryThroughKustomization(t *testing.T) {
+	ready := func(status, reason string) string {
+		return `{type: Ready, status: "` + status + `", reason: ` + reason + `, message: "m", observedGeneration: 2}`
+	}
+	repo := `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "v2@` + d2 + `"}, conditions: [` + ready("True", "Succeeded") + `]}}`
+	cases := []struct {
+		name, kustomization string
+		wantPhase           Phase
+		wantMsg             string
+	}{
+		{name: "the Kustomization still applies the old artifact",
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v1@` + d1 + `", conditions: [` + ready("True", "ReconciliationSucceeded") + `]}}`,
+			wantPhase:     Progressing, wantMsg: `applied "v1@` + d1 + `", not ` + d2},
+		{name: "the Kustomization applied it",
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v2@` + d2 + `", conditions: [` + ready("True", "ReconciliationSucceeded") + `]}}`,
+			wantPhase:     Landed, wantMsg: "artifact v2@" + d2},
+		{name: "the Kustomization's health checks failed",
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v1@` + d1 + `", conditions: [` + ready("False", "HealthCheckFailed") + `]}}`,
+			wantPhase:     Failed, wantMsg: "HealthCheckFailed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			a := FluxOCIRepository{Kustomization: fluxObj(t, "Kustomization", 2, tc.kustomization)}
+			obs := a.Observe(fluxObj(t, "OCIRepository", 2, repo), d2)
+			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
+		})
+	}
+}

@@ -182,3 +182,51 @@ func TestSuspendedApplierIsNotReady(t *testing.T) {
 	g.Expect(env.Client.Update(t.Context(), k)).To(Succeed())
 	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
 }
+
+// dev is applied by an OCIRepository (pinned to the digest) and the Kustomization that applies its
+// artifact: landed needs both, the artifact stored and the Kustomization Ready with it applied.
+func TestOCIRepositoryThroughKustomization(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	o := createFlux(t, "source.toolkit.fluxcd.io/v1", "OCIRepository", ns, "dev",
+		map[string]any{"interval": "1m", "url": "oci://registry.example/deploy/payments", "ref": map[string]any{"tag": "latest"}})
+	newStage(t, ns, "dev", "OCIRepository", func(s *stagecoachv1.Stage) { s.Spec.ApplyRef.Kustomization = "dev-apply" })
+	eventuallyReady(t, ns, "dev", metav1.ConditionFalse, stagecoachv1.ReasonApplierUnreadable,
+		fmt.Sprintf("Kustomization '%s/dev-apply' (spec.applyRef.kustomization) is missing", ns))
+
+	spec := kustomizationSpec()
+	spec["sourceRef"] = map[string]any{"kind": "OCIRepository", "name": "dev"}
+	k := createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, "dev-apply", spec)
+	// createFlux labels it for a Stage named like the object; relabel it for the Stage "dev".
+	eventuallyReady(t, ns, "dev", metav1.ConditionFalse, stagecoachv1.ReasonApplierUnlabelled, "stagecoach.dev/stage=dev-apply, not dev")
+	u := k.get()
+	u.SetLabels(map[string]string{stagecoachv1.StageLabel: "dev"})
+	g.Expect(env.Client.Update(t.Context(), u)).To(Succeed())
+	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
+	k.succeeded("ReconciliationSucceeded", func(u *unstructured.Unstructured) { // running v4
+		_ = unstructured.SetNestedField(u.Object, "latest@"+digest(4), "status", "lastAppliedRevision")
+	})
+
+	promote(t, ns, "v5", "dev", 5)
+	o.waitFor(func(u *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "digest")
+		return d == digest(5)
+	})
+	artifact := func(n int) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"revision": "latest@" + digest(n), "digest": digest(n),
+				"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
+		}
+	}
+	o.succeeded("Succeeded", artifact(5))
+	// The artifact is stored, but the Kustomization has not applied it yet.
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "v5").Status.Message).To(ContainSubstring("not " + digest(5) + " yet"))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(promotion(g, t, ns, "v5").Status.LandedAt).To(BeNil())
+	k.succeeded("ReconciliationSucceeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "latest@"+digest(5), "status", "lastAppliedRevision")
+	})
+	p := eventuallyPhase(t, ns, "v5", stagecoachv1.PhaseSucceeded)
+	g.Expect(p.Status.Message).To(ContainSubstring("applied latest@" + digest(5)))
+}
