@@ -81,14 +81,27 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		running = next
 	}
 	if running != nil {
-		meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
-			Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonPromoting, ObservedGeneration: run.stage.Generation,
-			Message: fmt.Sprintf("Promotion %s is applying %s", running.Name, versionString(running.Status.Version))})
-		return run.progress(ctx, running)
+		return run.progressRunning(ctx, running)
 	}
 	meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
 		Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: run.stage.Generation})
-	return 0, run.automate(ctx, list.Items)
+	created, err := run.automate(ctx, list.Items)
+	if err != nil || created == nil {
+		return 0, err
+	}
+	// Nothing else waits: start the new Promotion now rather than on the next event.
+	if started, err := run.start(ctx, created); err != nil || !started {
+		return 0, err
+	}
+	return run.progressRunning(ctx, created)
+}
+
+// progressRunning says on the Stage which Promotion runs, and moves it one step.
+func (run *promotionRun) progressRunning(ctx context.Context, running *stagecoachv1.Promotion) (time.Duration, error) {
+	meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
+		Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonPromoting, ObservedGeneration: run.stage.Generation,
+		Message: fmt.Sprintf("Promotion %s is applying %s", running.Name, versionString(running.Status.Version))})
+	return run.progress(ctx, running)
 }
 
 // control carries out a Freeze or Unfreeze Promotion at once.
@@ -109,6 +122,31 @@ func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion)
 		message += fmt.Sprintf("; %q on %s '%s' is accepted as written", current, run.obj.GetKind(), run.obj.GetName())
 	}
 	return run.finish(ctx, p, stagecoachv1.PhaseSucceeded, message)
+}
+
+// expireRunning fails the running Promotion once its progress deadline has passed while the
+// applier cannot be used (why is the applier's problem), and otherwise says when it will.
+func (run *promotionRun) expireRunning(ctx context.Context, why string) (time.Duration, error) {
+	var list stagecoachv1.PromotionList
+	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
+		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
+		return 0, fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	}
+	run.promotions = list.Items
+	p := plan.Queue(list.Items).Running
+	if p == nil || p.Status.StartedAt == nil {
+		return 0, nil
+	}
+	since := p.Status.StartedAt.Time
+	if p.Status.AppliedAt != nil {
+		since = p.Status.AppliedAt.Time
+	}
+	deadline := run.stage.GetProgressDeadline()
+	if left := since.Add(deadline).Sub(run.now); left > 0 {
+		return left, nil
+	}
+	return 0, run.failed(ctx, p, stagecoachv1.ReasonDeadlineExceeded, fmt.Sprintf(
+		"the version did not land within the progress deadline of %s, and the applier cannot be used: %s", deadline, why))
 }
 
 // start admits the next waiting Promotion, or says in its status why it waits.
@@ -229,6 +267,9 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 
 // annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
 func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
+	if run.obj == nil {
+		return nil // the applier is gone or unreadable
+	}
 	orig := run.obj.DeepCopy()
 	setPromotionAnnotations(run.obj, p, phase)
 	if equalAnnotations(orig, run.obj) {
@@ -366,19 +407,19 @@ func (run *promotionRun) addHistory(p *stagecoachv1.Promotion, phase stagecoachv
 }
 
 // automate offers the source's candidate: it creates an automatic Promotion when every gate is
-// open, and otherwise says in status.candidate what blocks it.
-func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1.Promotion) error {
+// open (and returns it), and otherwise says in status.candidate what blocks it.
+func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1.Promotion) (*stagecoachv1.Promotion, error) {
 	stage := run.stage
 	candidate, block, err := run.r.candidate(ctx, stage)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if candidate == nil {
 		stage.Status.Candidate = nil
 		if block != nil {
 			stage.Status.Candidate = &stagecoachv1.CandidateVersion{BlockedBy: []stagecoachv1.GateBlock{*block}}
 		}
-		return nil
+		return nil, nil
 	}
 	promote, blocks := plan.AutoPromote(stage, candidate, promotions)
 	if !promote {
@@ -386,7 +427,7 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 		if len(blocks) > 0 {
 			stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest, BlockedBy: blocks}
 		}
-		return nil
+		return nil, nil
 	}
 	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest}
 	p := &stagecoachv1.Promotion{
@@ -402,10 +443,13 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 			Reason:  "automatic: the source offers " + versionString(&stagecoachv1.VersionReference{Digest: candidate.Digest, Tag: candidate.Tag})},
 	}
 	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
-	if err := run.r.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
+	if err := run.r.Create(ctx, p); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil // created before a restart; its own event brings it here
+		}
+		return nil, fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
 	}
-	return nil
+	return p, nil
 }
 
 // wait records why a Promotion has not started, once.
@@ -449,7 +493,7 @@ func (run *promotionRun) setFrozen(reason, message string) {
 // Flux event about the Flux object (so an Alert on it routes the event), with the revision, Stage,
 // environment and Promotion as metadata.
 func (run *promotionRun) engineEvent(p *stagecoachv1.Promotion, eventType, reason, message string) {
-	if run.r.FluxEvents == nil || !strings.HasSuffix(run.obj.GroupVersionKind().Group, ".fluxcd.io") {
+	if run.r.FluxEvents == nil || run.obj == nil || !strings.HasSuffix(run.obj.GroupVersionKind().Group, ".fluxcd.io") {
 		return
 	}
 	group := run.obj.GroupVersionKind().Group

@@ -92,10 +92,17 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 	verdict.apply(stage)
 	if !verdict.ready || verdict.engine == nil {
+		result := ctrl.Result{}
 		if verdict.retry {
-			return ctrl.Result{RequeueAfter: r.ApplierRetryInterval}, nil
+			result.RequeueAfter = r.ApplierRetryInterval
 		}
-		return ctrl.Result{}, nil
+		// A Promotion already running still ends by its deadline, whatever became of the applier.
+		run := &promotionRun{r: r, stage: stage, obj: verdict.obj, now: r.clock().Now(), commit: writer.commit}
+		expiresIn, err := run.expireRunning(ctx, verdict.message)
+		if expiresIn > 0 && (result.RequeueAfter == 0 || expiresIn < result.RequeueAfter) {
+			result.RequeueAfter = expiresIn
+		}
+		return result, err
 	}
 
 	// Promotions: supersede, start, apply, observe, finish; then automation.

@@ -76,6 +76,14 @@ func TestStageApplierKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &stagecoachv1.Stage{Spec: stagecoachv1.StageSpec{ApplyRef: tc.ref}}
 			NewWithT(t).Expect(stageApplierKey(s)).To(Equal(tc.want))
+			NewWithT(t).Expect(stageApplierKeys(s)[0]).To(Equal(tc.want))
 		})
 	}
+}
+
+func TestStageApplierKeysIncludeTheKustomization(t *testing.T) {
+	s := &stagecoachv1.Stage{Spec: stagecoachv1.StageSpec{ApplyRef: stagecoachv1.ApplierReference{
+		Kind: "OCIRepository", Name: "dev", Kustomization: "dev-apply"}}}
+	NewWithT(t).Expect(stageApplierKeys(s)).To(Equal([]string{
+		"source.toolkit.fluxcd.io/OCIRepository/dev", "kustomize.toolkit.fluxcd.io/Kustomization/dev-apply"}))
 }

@@ -62,10 +62,20 @@ func stageApplierKey(stage *stagecoachv1.Stage) string {
 	return applierKey(gvk.Group, gvk.Kind, ref.Name)
 }
 
+// stageApplierKeys are the index values of the objects a Stage applies through: its applier, and
+// the Kustomization that applies an OCIRepository's artifact, whose events must wake it too.
+func stageApplierKeys(stage *stagecoachv1.Stage) []string {
+	keys := []string{stageApplierKey(stage)}
+	if k := stage.Spec.ApplyRef.Kustomization; k != "" {
+		keys = append(keys, applierKey(kustomizationGVK.Group, kustomizationGVK.Kind, k))
+	}
+	return keys
+}
+
 // SetupWithManager registers the Stage reconciler, its index and its watches.
 func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Stage{}, applierIndexKey,
-		func(o client.Object) []string { return []string{stageApplierKey(o.(*stagecoachv1.Stage))} }); err != nil {
+		func(o client.Object) []string { return stageApplierKeys(o.(*stagecoachv1.Stage)) }); err != nil {
 		return fmt.Errorf("failed to index Stages by applier: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Stage{}, upstreamIndexKey,

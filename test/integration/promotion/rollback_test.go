@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -193,4 +194,23 @@ func TestRestartFinishesOnce(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(getStage(g, t.Context(), ns, "prod").Status.History).To(HaveLen(1))
 	}, time.Second, interval).Should(Succeed())
+}
+
+// A running Promotion still ends by its deadline when its applier stops being usable meanwhile.
+func TestDeadlineWhileApplierUnusable(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	app := newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+		s.Spec.Verification.ProgressDeadline = &metav1.Duration{Duration: 2 * time.Second}
+	})
+	startController(t, nil)
+
+	newPromotion(t, ns, "v1", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	app.waitForRevision(digest(1), false)
+	app.update(func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "syncPolicy") })
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonApplierNotAutomated, "")
+	p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseFailed)
+	g.Expect(p.Status.Message).To(ContainSubstring("did not land within the progress deadline of 2s, and the applier cannot be used"))
+	g.Expect(p.Status.Message).To(ContainSubstring("does not sync automatically"))
 }
