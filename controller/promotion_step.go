@@ -54,13 +54,10 @@ type promotionRun struct {
 // reconcilePromotions moves the Stage's Promotions one step: supersede, start, apply, observe,
 // finish; then lets automation queue the next candidate. It returns when to look again.
 func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration, error) {
-	var list stagecoachv1.PromotionList
-	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
-		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
-		return 0, fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	if err := run.listPromotions(ctx); err != nil {
+		return 0, err
 	}
-	run.promotions = list.Items
-	q := plan.Queue(list.Items)
+	q := plan.Queue(run.promotions)
 	for _, p := range q.Controls {
 		if err := run.control(ctx, p); err != nil {
 			return 0, err
@@ -85,7 +82,7 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 	}
 	meta.SetStatusCondition(&run.stage.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
 		Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: run.stage.Generation})
-	created, err := run.automate(ctx, list.Items)
+	created, err := run.automate(ctx, run.promotions)
 	if err != nil || created == nil {
 		return 0, err
 	}
@@ -94,6 +91,17 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		return 0, err
 	}
 	return run.progressRunning(ctx, created)
+}
+
+// listPromotions reads the Stage's Promotions (from the cache, by index).
+func (run *promotionRun) listPromotions(ctx context.Context) error {
+	var list stagecoachv1.PromotionList
+	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
+		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
+		return fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	}
+	run.promotions = list.Items
+	return nil
 }
 
 // progressRunning says on the Stage which Promotion runs, and moves it one step.
@@ -127,13 +135,10 @@ func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion)
 // expireRunning fails the running Promotion once its progress deadline has passed while the
 // applier cannot be used (why is the applier's problem), and otherwise says when it will.
 func (run *promotionRun) expireRunning(ctx context.Context, why string) (time.Duration, error) {
-	var list stagecoachv1.PromotionList
-	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
-		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
-		return 0, fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	if err := run.listPromotions(ctx); err != nil {
+		return 0, err
 	}
-	run.promotions = list.Items
-	p := plan.Queue(list.Items).Running
+	p := plan.Queue(run.promotions).Running
 	if p == nil || p.Status.StartedAt == nil {
 		return 0, nil
 	}
