@@ -58,3 +58,10 @@ func TestVersion(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal("stagecoach dev\n"))
 }
+
+func TestPlanWithoutACluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	t.Setenv("HOME", t.TempDir())
+	_, err := run("plan", "-A")
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("failed to load a kubeconfig")))
+}

@@ -15,7 +15,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newControllerCommand(), newVersionCommand())
+	root.AddCommand(newControllerCommand(), newPlanCommand(), newVersionCommand())
 	return root
 }
 

@@ -1,0 +1,86 @@
+// Package cli holds the user verbs of the stagecoach binary, apart from flag parsing, so that
+// tests run them against a real API server.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+)
+
+// PlanOptions select the Stages to explain.
+type PlanOptions struct {
+	// Namespace of the Stages; ignored with AllNamespaces.
+	Namespace     string
+	AllNamespaces bool
+	// Stage, when set, explains only that Stage.
+	Stage string
+}
+
+// Plan writes, for each selected Stage, what it runs, what it is doing and what holds it back.
+func Plan(ctx context.Context, c client.Reader, opts PlanOptions, out io.Writer, now time.Time) error {
+	var stages []stagecoachv1.Stage
+	switch {
+	case opts.Stage != "":
+		s := stagecoachv1.Stage{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: opts.Stage}, &s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("stage %q not found in namespace %q (use -n NAMESPACE or -A)", opts.Stage, opts.Namespace)
+			}
+			return fmt.Errorf("failed to get Stage %s/%s: %w", opts.Namespace, opts.Stage, err)
+		}
+		stages = append(stages, s)
+	default:
+		var list stagecoachv1.StageList
+		var listOpts []client.ListOption
+		if !opts.AllNamespaces {
+			listOpts = append(listOpts, client.InNamespace(opts.Namespace))
+		}
+		if err := c.List(ctx, &list, listOpts...); err != nil {
+			return fmt.Errorf("failed to list Stages: %w", err)
+		}
+		stages = list.Items
+	}
+	if len(stages) == 0 {
+		where := "namespace " + opts.Namespace
+		if opts.AllNamespaces {
+			where = "any namespace"
+		}
+		_, err := fmt.Fprintf(out, "No Stages in %s.\n", where)
+		return err
+	}
+	sort.Slice(stages, func(i, j int) bool {
+		return stages[i].Namespace+"/"+stages[i].Name < stages[j].Namespace+"/"+stages[j].Name
+	})
+	promotions := map[string][]stagecoachv1.Promotion{}
+	var list stagecoachv1.PromotionList
+	if err := c.List(ctx, &list); err != nil {
+		return fmt.Errorf("failed to list Promotions: %w", err)
+	}
+	for _, p := range list.Items {
+		key := p.Namespace + "/" + p.Spec.Stage
+		promotions[key] = append(promotions[key], p)
+	}
+	for i := range stages {
+		s := &stages[i]
+		if i > 0 {
+			if _, err := fmt.Fprintln(out); err != nil {
+				return err
+			}
+		}
+		lines := plan.Explain(s, promotions[s.Namespace+"/"+s.Name], now)
+		if _, err := fmt.Fprintln(out, strings.Join(lines, "\n")); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+func TestExplain(t *testing.T) {
+	verified := metav1.NewTime(t0.Add(-2 * time.Minute))
+	until := metav1.NewTime(t0.Add(90 * time.Second))
+	base := func() *stagecoachv1.Stage {
+		return &stagecoachv1.Stage{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "payments"},
+			Spec:       stagecoachv1.StageSpec{Service: "payments", Environment: "prod"},
+			Status: stagecoachv1.StageStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "ApplierReady"}}},
+		}
+	}
+	running := promo("v2", 1, stagecoachv1.PhaseRunning, stagecoachv1.ActionPromote, false)
+	running.Status.Version = &stagecoachv1.VersionReference{Digest: d2, Tag: "v2.0.0"}
+	running.Status.Message = "waiting for Argo CD to sync"
+	cases := []struct {
+		name       string
+		stage      func(*stagecoachv1.Stage)
+		promotions []stagecoachv1.Promotion
+		want       []string
+	}{
+		{name: "new Stage", stage: func(s *stagecoachv1.Stage) { s.Status.Conditions = nil },
+			want: []string{"prod/payments (payments, prod)", "  not reconciled yet", "  runs:      nothing verified yet", "  nothing to do"}},
+		{name: "running a promotion", promotions: []stagecoachv1.Promotion{running},
+			stage: func(s *stagecoachv1.Stage) {
+				s.Status.Current = &stagecoachv1.CurrentVersion{Version: "v1.0.0", Digest: d1, VerifiedAt: &verified}
+			},
+			want: []string{"  runs:      v1.0.0 (sha256:111111111111), verified 2m0s ago",
+				"  promoting: Promotion v2 applies v2.0.0 (sha256:222222222222): waiting for Argo CD to sync"}},
+		{name: "blocked, held, frozen, unready", stage: func(s *stagecoachv1.Stage) {
+			s.Status.Conditions = []metav1.Condition{
+				{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ApplierUnlabelled", Message: "Application 'prod/payments' lacks the label"},
+				{Type: "Frozen", Status: metav1.ConditionTrue, Reason: "ForeignWrite", Message: "someone wrote v9"},
+			}
+			s.Status.Hold = &stagecoachv1.AutomationHold{Message: "automatic promotion is held"}
+			s.Status.Candidate = &stagecoachv1.CandidateVersion{Version: "v3.0.0", Digest: d2, BlockedBy: []stagecoachv1.GateBlock{
+				{Gate: "soak", Message: "verified upstream 28m ago, needs 30m", Until: &until},
+				{Gate: "hold", Message: "automatic promotion is held"},
+			}}
+		}, want: []string{
+			"  not ready: ApplierUnlabelled: Application 'prod/payments' lacks the label",
+			"  frozen:    someone wrote v9",
+			"  held:      automatic promotion is held",
+			"  candidate: v3.0.0 (sha256:222222222222)",
+			"    blocked by hold: automatic promotion is held",
+			"    blocked by soak: verified upstream 28m ago, needs 30m (opens in 1m30s)",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base()
+			if tc.stage != nil {
+				tc.stage(s)
+			}
+			out := strings.Join(Explain(s, tc.promotions, t0), "\n")
+			for _, line := range tc.want {
+				NewWithT(t).Expect(out).To(ContainSubstring(line))
+			}
+		})
+	}
+}

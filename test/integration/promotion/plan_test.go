@@ -1,0 +1,46 @@
+package promotion
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/cli"
+)
+
+// `stagecoach plan` explains, from the objects on the API server, what each Stage runs, what it
+// is doing and what holds it back.
+func TestPlanExplainsStages(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
+	newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "staging", nil)
+	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
+	})
+	startController(t, nil)
+	promoteAndLand(t, ns, "staging", stagingApp, "staging-v1", 1)
+	newPromotion(t, ns, "staging-v2", "staging", stagecoachv1.ActionPromote, digest(2), "v2.0.0")
+	stagingApp.waitForRevision(digest(2), false)
+
+	g.Eventually(func(g Gomega) {
+		var out bytes.Buffer
+		g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns}, &out, time.Now())).To(Succeed())
+		text := out.String()
+		g.Expect(text).To(ContainSubstring(ns + "/prod (payments, prod)"))
+		g.Expect(text).To(ContainSubstring("candidate: v1.0.0 (sha256:000000000000)"))
+		g.Expect(text).To(ContainSubstring("blocked by auto: automatic promotion is off for this Stage"))
+		g.Expect(text).To(ContainSubstring(ns + "/staging (payments, staging)"))
+		g.Expect(text).To(ContainSubstring("runs:      v1.0.0 (sha256:000000000000), verified"))
+		g.Expect(text).To(ContainSubstring("promoting: Promotion staging-v2 applies v2.0.0 (sha256:000000000000): waiting for Argo CD to sync " + digest(2)))
+		g.Expect(text).To(ContainSubstring("blocked by source: upstream Stage '" + ns + "/none' does not exist"))
+	}, timeout, interval).Should(Succeed())
+
+	var out bytes.Buffer
+	err := cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "nope"}, &out, time.Now())
+	g.Expect(err).To(MatchError(ContainSubstring(`stage "nope" not found in namespace "` + ns + `" (use -n NAMESPACE or -A)`)))
+}
