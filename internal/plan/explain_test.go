@@ -18,7 +18,7 @@ func TestExplain(t *testing.T) {
 		return &stagecoachv1.Stage{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "payments"},
 			Spec:       stagecoachv1.StageSpec{Service: "payments", Environment: "prod"},
-			Status: stagecoachv1.StageStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "ApplierReady"}}},
+			Status:     stagecoachv1.StageStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "ApplierReady"}}},
 		}
 	}
 	running := promo("v2", 1, stagecoachv1.PhaseRunning, stagecoachv1.ActionPromote, false)
