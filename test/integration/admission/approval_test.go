@@ -1,0 +1,80 @@
+package admission
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
+)
+
+const anyDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// An Approval speaks only for its creator, and only break-glass members may ask for break-glass.
+func TestApprovalAndBreakGlassGuards(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "stagecoach-user"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"approvals", "promotions"},
+			Verbs: []string{"get", "list", "create"}}},
+	})).To(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "stagecoach-user"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "stagecoach-user"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
+	})).To(Succeed())
+	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "approval-guard.yaml"))
+
+	alice := as(t, "alice", "release-managers")
+	bob := as(t, "bob", "stagecoach:break-glass")
+	approval := func(name, approver string, groups ...string) *stagecoachv1.Approval {
+		return &stagecoachv1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: stagecoachv1.ApprovalSpec{Stage: "payments", Digest: anyDigest, Approver: approver, Groups: groups}}
+	}
+	promotion := func(name string, breakGlass bool) *stagecoachv1.Promotion {
+		return &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: stagecoachv1.PromotionSpec{Stage: "payments", BreakGlass: breakGlass,
+				Version: &stagecoachv1.VersionReference{Digest: anyDigest}}}
+	}
+	// The policies take a moment to be enforced after they are created.
+	probes := 0
+	g.Eventually(func() error {
+		probes++
+		return alice.Create(t.Context(), approval(fmt.Sprintf("probe-%d", probes), "mallory"))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("names approver mallory but was created by alice")))
+
+	cases := []struct {
+		name    string
+		who     client.Client
+		obj     client.Object
+		wantErr string
+	}{
+		{name: "alice approves as herself", who: alice, obj: approval("by-alice", "alice", "release-managers")},
+		{name: "alice approves as bob", who: alice, obj: approval("as-bob", "bob"),
+			wantErr: "Approval as-bob names approver bob but was created by alice: set spec.approver to your own user name"},
+		{name: "alice claims a group she is not in", who: alice, obj: approval("as-admins", "alice", "release-managers", "admins"),
+			wantErr: "Approval as-admins approves as groups release-managers,admins, but alice is not a member of all of them"},
+		{name: "alice promotes", who: alice, obj: promotion("normal", false)},
+		{name: "alice asks for break-glass", who: alice, obj: promotion("glass-alice", true),
+			wantErr: "Promotion glass-alice asks for break-glass, which only members of the stagecoach:break-glass group may use (alice is not one)"},
+		{name: "a break-glass member asks for it", who: bob, obj: promotion("glass-bob", true)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := tc.who.Create(t.Context(), tc.obj)
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
