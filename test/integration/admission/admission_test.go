@@ -121,10 +121,13 @@ func TestApplicationGuard(t *testing.T) {
 	argocd := as(t, argoCDSA, "system:serviceaccounts")
 
 	// The policy takes a moment to be enforced after it is created.
+	// A fresh name per try: a probe created before enforcement must not turn into AlreadyExists.
+	probes := 0
 	g.Eventually(func() error {
-		return alice.Create(t.Context(), application("probe", false))
-	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring(
-		"only Stagecoach may create Stagecoach-managed Application probe (user alice)")))
+		probes++
+		return alice.Create(t.Context(), application(fmt.Sprintf("probe-%d", probes), false))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(MatchRegexp(
+		`only Stagecoach may create Stagecoach-managed Application probe-\d+ \(user alice\)`)))
 
 	g.Expect(stagecoach.Create(t.Context(), application("payments", false))).To(Succeed())
 	g.Expect(stagecoach.Create(t.Context(), application("billing", true))).To(Succeed())
