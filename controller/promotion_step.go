@@ -49,12 +49,17 @@ type promotionRun struct {
 	commit func(context.Context) error
 	// promotions are the Stage's Promotions as listed at the start of this reconcile.
 	promotions []stagecoachv1.Promotion
+	// freezes are the Freezes holding the Stage now.
+	freezes []stagecoachv1.Freeze
 }
 
 // reconcilePromotions moves the Stage's Promotions one step: supersede, start, apply, observe,
 // finish; then lets automation queue the next candidate. It returns when to look again.
 func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration, error) {
 	if err := run.listPromotions(ctx); err != nil {
+		return 0, err
+	}
+	if err := run.loadFreezes(ctx); err != nil {
 		return 0, err
 	}
 	q := plan.Queue(run.promotions)
@@ -73,7 +78,7 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 	if running == nil && next != nil {
 		started, err := run.start(ctx, next)
 		if err != nil || !started {
-			return 0, err
+			return run.freezeEnds(), err // a Freeze may hold it: look again when it ends
 		}
 		running = next
 	}
@@ -84,13 +89,47 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: run.stage.Generation})
 	created, err := run.automate(ctx, run.promotions)
 	if err != nil || created == nil {
-		return 0, err
+		return run.freezeEnds(), err
 	}
 	// Nothing else waits: start the new Promotion now rather than on the next event.
 	if started, err := run.start(ctx, created); err != nil || !started {
 		return 0, err
 	}
 	return run.progressRunning(ctx, created)
+}
+
+// loadFreezes finds the Freezes that hold the Stage now.
+func (run *promotionRun) loadFreezes(ctx context.Context) error {
+	var list stagecoachv1.FreezeList
+	if err := run.r.List(ctx, &list); err != nil {
+		return fmt.Errorf("failed to list Freezes for Stage %q: %w", run.stage.Name, err)
+	}
+	var nsLabels map[string]string
+	for _, f := range list.Items {
+		if f.Spec.NamespaceSelector != nil {
+			ns := &corev1.Namespace{}
+			if err := run.r.APIReader.Get(ctx, client.ObjectKey{Name: run.stage.Namespace}, ns); err != nil {
+				return fmt.Errorf("failed to read namespace %q for cluster-wide Freezes: %w", run.stage.Namespace, err)
+			}
+			nsLabels = ns.Labels
+			break
+		}
+	}
+	run.freezes = plan.ActiveFreezes(run.stage, nsLabels, list.Items, run.now)
+	return nil
+}
+
+// freezeEnds is how long until the first active Freeze with an end ends (0 when none ends).
+func (run *promotionRun) freezeEnds() time.Duration {
+	var soonest time.Duration
+	for _, f := range run.freezes {
+		if f.Spec.Until != nil {
+			if d := f.Spec.Until.Sub(run.now); d > 0 && (soonest == 0 || d < soonest) {
+				soonest = d
+			}
+		}
+	}
+	return soonest
 }
 
 // listPromotions reads the Stage's Promotions (from the cache, by index).
@@ -164,6 +203,15 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 	if stage.Spec.Suspend {
 		return false, run.wait(ctx, p, "waiting: Stage "+stage.Name+" is suspended")
 	}
+	breakGlass := ""
+	if len(run.freezes) > 0 {
+		held := plan.DescribeFreeze(run.freezes[0])
+		if !p.Spec.BreakGlass {
+			return false, run.wait(ctx, p, "waiting: "+held+"; a break-glass Promotion may start")
+		}
+		breakGlass = "started with break-glass although " + held
+		run.event(stage, corev1.EventTypeWarning, "BreakGlass", "Promotion %s %s", p.Name, breakGlass)
+	}
 
 	version := p.Spec.Version
 	if p.Spec.Action == stagecoachv1.ActionRollback && (version == nil || version.Digest == "") {
@@ -184,8 +232,8 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 	p.Status.StartedAt = &now
 	p.Status.ObservedGeneration = p.Generation
 	p.Status.Message = "started"
-	if p.Spec.BreakGlass {
-		p.Status.Message = "started with break-glass"
+	if breakGlass != "" {
+		p.Status.Message = breakGlass
 	}
 	return true, run.patchPromotion(ctx, before, p)
 }
@@ -427,6 +475,9 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 		return nil, nil
 	}
 	promote, blocks := plan.AutoPromote(stage, candidate, promotions)
+	if freezeBlocks := plan.FreezeBlocks(run.freezes); len(freezeBlocks) > 0 && (promote || len(blocks) > 0) {
+		promote, blocks = false, append(blocks, freezeBlocks...)
+	}
 	if !promote {
 		stage.Status.Candidate = nil
 		if len(blocks) > 0 {

@@ -46,6 +46,7 @@ type StageReconciler struct {
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages/status;promotions/status;approvals/status;freezes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=promotions,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch

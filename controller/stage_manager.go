@@ -107,6 +107,8 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		// An upstream Stage verifying a version offers it downstream (its status changes, so no
 		// generation filter here).
 		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesFollowing)).
+		// A Freeze appearing, changing or going away decides whether Stages may promote.
+		Watches(&stagecoachv1.Freeze{}, handler.EnqueueRequestsFromMapFunc(r.stagesFrozenBy)).
 		// Notification hooks wake Stages directly.
 		WatchesRawSource(source.Channel(r.hookEvents, &handler.EnqueueRequestForObject{})).
 		Build(r)
@@ -139,6 +141,29 @@ func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Objec
 		add(stages.Items[i].Name)
 	}
 	add(obj.GetLabels()[stagecoachv1.StageLabel])
+	return reqs
+}
+
+// stagesFrozenBy maps a Freeze event to the Stages it may hold: those of its namespace, or all
+// Stages for a cluster-wide Freeze (its selectors are applied when each Stage reconciles).
+func (r *StageReconciler) stagesFrozenBy(ctx context.Context, obj client.Object) []reconcile.Request {
+	freeze, ok := obj.(*stagecoachv1.Freeze)
+	if !ok {
+		return nil
+	}
+	var opts []client.ListOption
+	if freeze.Spec.NamespaceSelector == nil {
+		opts = append(opts, client.InNamespace(freeze.Namespace))
+	}
+	var stages stagecoachv1.StageList
+	if err := r.List(ctx, &stages, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list the Stages a Freeze may hold", "freeze", freeze.Name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(stages.Items))
+	for i := range stages.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&stages.Items[i])})
+	}
 	return reqs
 }
 

@@ -30,6 +30,11 @@ func promo(name string, second int, phase stagecoachv1.PromotionPhase, action st
 	return p
 }
 
+func glass(p stagecoachv1.Promotion) stagecoachv1.Promotion {
+	p.Spec.BreakGlass = true
+	return p
+}
+
 func stamped(p stagecoachv1.Promotion, ms int) stagecoachv1.Promotion {
 	p.Annotations = map[string]string{stagecoachv1.CreatedAtAnnotation: p.CreationTimestamp.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)}
 	return p
@@ -86,6 +91,12 @@ func TestQueue(t *testing.T) {
 		{name: "a rollback goes first", promotions: []stagecoachv1.Promotion{
 			promo("auto", 1, "", promote, true), promo("rb", 9, "", rollback, false)},
 			wantNext: "rb"},
+		{name: "break-glass passes the others, not a rollback", promotions: []stagecoachv1.Promotion{
+			promo("old", 1, stagecoachv1.PhasePending, promote, false), glass(promo("glass", 5, "", promote, false)), promo("rb", 9, "", rollback, false)},
+			wantNext: "rb"},
+		{name: "break-glass passes waiting ones", promotions: []stagecoachv1.Promotion{
+			promo("old", 1, stagecoachv1.PhasePending, promote, false), glass(promo("glass", 5, "", promote, false))},
+			wantNext: "glass"},
 		{name: "same second: the exact time automation stamped orders", promotions: []stagecoachv1.Promotion{
 			stamped(promo("auto-new", 1, "", promote, true), 900), stamped(promo("auto-old", 1, "", promote, true), 100)},
 			wantNext: "auto-new", wantSuperseded: []string{"auto-old"}},

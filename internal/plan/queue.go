@@ -35,7 +35,8 @@ type Queued struct {
 }
 
 // Queue orders a Stage's Promotions. Waiting Promotions start in creation order, except that a
-// Rollback goes first: it restores what ran before. A running Promotion is never superseded, and
+// Rollback goes first (it restores what ran before), then a break-glass one (it exists to pass
+// what holds the others). A running Promotion is never superseded, and
 // neither is one a person created.
 func Queue(promotions []stagecoachv1.Promotion) Queued {
 	var q Queued
@@ -55,9 +56,8 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 		}
 	}
 	sort.Slice(waiting, func(i, j int) bool {
-		ri, rj := waiting[i].Spec.Action == stagecoachv1.ActionRollback, waiting[j].Spec.Action == stagecoachv1.ActionRollback
-		if ri != rj {
-			return ri
+		if pi, pj := priority(waiting[i]), priority(waiting[j]); pi != pj {
+			return pi < pj
 		}
 		return before(waiting[i], waiting[j])
 	})
@@ -78,6 +78,17 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 	}
 	sort.Slice(q.Controls, func(i, j int) bool { return before(q.Controls[i], q.Controls[j]) })
 	return q
+}
+
+// priority ranks waiting Promotions: rollbacks, then break-glass, then the rest.
+func priority(p *stagecoachv1.Promotion) int {
+	switch {
+	case p.Spec.Action == stagecoachv1.ActionRollback:
+		return 0
+	case p.Spec.BreakGlass:
+		return 1
+	}
+	return 2
 }
 
 // before orders Promotions by creation time. Creation times have one-second resolution, so

@@ -253,3 +253,69 @@ func TestQueueAndSupersede(t *testing.T) {
 	g.Expect([]string{s.Status.History[0].Promotion, s.Status.History[1].Promotion, s.Status.History[2].Promotion}).
 		To(Equal([]string{"p3-auto-new", "p2-manual", "first"}), "history is newest first")
 }
+
+// A Freeze selecting the Stage holds every Promotion except a break-glass one (which says so),
+// and automation lists it in blockedBy until it ends.
+func TestFreezeHoldsPromotions(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
+	prodApp := newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "staging", nil)
+	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+		s.Labels = map[string]string{"tier": "payments"}
+		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	until := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
+	freeze := &stagecoachv1.Freeze{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quarter-end"},
+		Spec: stagecoachv1.FreezeSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "payments"}},
+			Reason: "quarter end", Until: &until}}
+	g.Expect(env.Client.Create(t.Context(), freeze)).To(Succeed())
+	startController(t, nil)
+
+	// Upstream verifies v1: automation would promote it, but the Freeze holds it and says until when.
+	promoteAndLand(t, ns, "staging", stagingApp, "staging-v1", 1)
+	g.Eventually(func(g Gomega) {
+		s := getStage(g, t.Context(), ns, "prod")
+		g.Expect(s.Status.Candidate).NotTo(BeNil())
+		g.Expect(s.Status.Candidate.BlockedBy).To(ContainElement(And(
+			HaveField("Gate", "freeze"),
+			HaveField("Message", fmt.Sprintf("Freeze %s/quarter-end (quarter end) holds it until %s", ns, until.UTC().Format(time.RFC3339))),
+			HaveField("Until", Equal(&until)))))
+	}, timeout, interval).Should(Succeed())
+
+	// A person's Promotion waits; a break-glass one starts, and says it broke the glass.
+	newPromotion(t, ns, "by-hand", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	g.Eventually(func(g Gomega) {
+		p := getPromotion(g, t.Context(), ns, "by-hand")
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		g.Expect(p.Status.Message).To(ContainSubstring("waiting: Freeze " + ns + "/quarter-end (quarter end) holds it"))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "glass"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "prod", BreakGlass: true, Reason: "hotfix",
+			Version: &stagecoachv1.VersionReference{Digest: digest(1), Tag: "v1.0.0"}}})).To(Succeed())
+	// Break-glass passes the waiting one and runs despite the Freeze, and says so.
+	p := eventuallyPhase(t, ns, "glass", stagecoachv1.PhaseRunning)
+	g.Expect(p.Status.Message).To(Or(
+		ContainSubstring("started with break-glass although Freeze "+ns+"/quarter-end"),
+		ContainSubstring("waiting for Argo CD")))
+	prodApp.deploy(digest(1), false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, "glass", stagecoachv1.PhaseSucceeded)
+	g.Expect(getPromotion(g, t.Context(), ns, "by-hand").Status.Phase).To(Equal(stagecoachv1.PhasePending))
+	g.Eventually(func(g Gomega) {
+		var events eventsv1.EventList
+		g.Expect(env.Client.List(t.Context(), &events, client.InNamespace(ns))).To(Succeed())
+		var notes []string
+		for _, e := range events.Items {
+			if e.Reason == "BreakGlass" && e.Regarding.Name == "prod" {
+				notes = append(notes, e.Note)
+			}
+		}
+		g.Expect(notes).To(ContainElement(ContainSubstring("Promotion glass started with break-glass although Freeze " + ns + "/quarter-end")))
+	}, timeout, interval).Should(Succeed())
+
+	// Deleting the Freeze lets the waiting Promotion start (v1 already runs, so it lands at once).
+	g.Expect(env.Client.Delete(t.Context(), freeze)).To(Succeed())
+	eventuallyPhase(t, ns, "by-hand", stagecoachv1.PhaseSucceeded)
+}

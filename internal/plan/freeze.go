@@ -1,0 +1,64 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// ActiveFreezes returns the Freezes holding the Stage now: in the Stage's namespace (or, with a
+// namespaceSelector, in every namespace it selects), selecting the Stage's labels (all Stages
+// when the selector is empty), and not past their until. A selector that does not parse holds
+// the Stage too: a broken Freeze must not let a release through.
+func ActiveFreezes(stage *stagecoachv1.Stage, namespaceLabels map[string]string, freezes []stagecoachv1.Freeze, now time.Time) []stagecoachv1.Freeze {
+	var active []stagecoachv1.Freeze
+	for _, f := range freezes {
+		if f.DeletionTimestamp != nil || (f.Spec.Until != nil && !now.Before(f.Spec.Until.Time)) {
+			continue
+		}
+		if f.Spec.NamespaceSelector == nil {
+			if f.Namespace != stage.Namespace {
+				continue
+			}
+		} else if !selects(f.Spec.NamespaceSelector, namespaceLabels) {
+			continue
+		}
+		if selects(f.Spec.Selector, stage.Labels) {
+			active = append(active, f)
+		}
+	}
+	return active
+}
+
+func selects(selector *metav1.LabelSelector, set map[string]string) bool {
+	if selector == nil {
+		return true
+	}
+	s, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return true
+	}
+	return s.Matches(labels.Set(set))
+}
+
+// DescribeFreeze names a Freeze for people: which one, why, until when.
+func DescribeFreeze(f stagecoachv1.Freeze) string {
+	until := "until it is deleted"
+	if f.Spec.Until != nil {
+		until = "until " + f.Spec.Until.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("Freeze %s/%s (%s) holds it %s", f.Namespace, f.Name, f.Spec.Reason, until)
+}
+
+// FreezeBlocks turns active Freezes into blockedBy entries.
+func FreezeBlocks(freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
+	var blocks []stagecoachv1.GateBlock
+	for _, f := range freezes {
+		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateFreeze, Reason: "Frozen", Message: DescribeFreeze(f), Until: f.Spec.Until})
+	}
+	return blocks
+}
