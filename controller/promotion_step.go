@@ -89,7 +89,12 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: run.stage.Generation})
 	created, err := run.automate(ctx, run.promotions)
 	if err != nil || created == nil {
-		return run.freezeEnds(), err
+		// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at again.
+		var blocks []stagecoachv1.GateBlock
+		if c := run.stage.Status.Candidate; c != nil {
+			blocks = c.BlockedBy
+		}
+		return plan.BlocksEnd(blocks, run.now), err
 	}
 	// Nothing else waits: start the new Promotion now rather than on the next event.
 	if started, err := run.start(ctx, created); err != nil || !started {
@@ -121,15 +126,7 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 
 // freezeEnds is how long until the first active Freeze with an end ends (0 when none ends).
 func (run *promotionRun) freezeEnds() time.Duration {
-	var soonest time.Duration
-	for _, f := range run.freezes {
-		if f.Spec.Until != nil {
-			if d := f.Spec.Until.Sub(run.now); d > 0 && (soonest == 0 || d < soonest) {
-				soonest = d
-			}
-		}
-	}
-	return soonest
+	return plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now)
 }
 
 // listPromotions reads the Stage's Promotions (from the cache, by index).
@@ -474,7 +471,7 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 		}
 		return nil, nil
 	}
-	promote, blocks := plan.AutoPromote(stage, candidate, promotions)
+	promote, blocks := plan.AutoPromote(stage, candidate, promotions, run.now)
 	if freezeBlocks := plan.FreezeBlocks(run.freezes); len(freezeBlocks) > 0 && (promote || len(blocks) > 0) {
 		promote, blocks = false, append(blocks, freezeBlocks...)
 	}

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,12 +27,13 @@ const (
 	GateSuspend = "suspend"
 	GateHistory = "history"
 	GateSource  = "source"
+	GateSoak    = "soak"
 )
 
 // AutoPromote decides whether automation promotes the candidate now, and otherwise lists every
 // gate that holds it back. It returns false with no blocks when there is nothing to do (no
 // candidate, already running it, or already tried).
-func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion) (bool, []stagecoachv1.GateBlock) {
+func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion, now time.Time) (bool, []stagecoachv1.GateBlock) {
 	if c == nil || (stage.Status.Current != nil && stage.Status.Current.Digest == c.Digest) {
 		return false, nil
 	}
@@ -57,9 +59,29 @@ func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoac
 	if h := stage.Status.Hold; h != nil {
 		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateHold, Reason: h.Reason, Message: h.Message})
 	}
+	if soak := stage.Spec.Promotion; soak != nil && soak.Soak != nil && c.VerifiedAt != nil {
+		if opens := c.VerifiedAt.Add(soak.Soak.Duration); now.Before(opens) {
+			until := metav1.NewTime(opens)
+			blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateSoak, Reason: "Soaking", Until: &until,
+				Message: fmt.Sprintf("verified upstream %s ago; the Stage asks for %s", now.Sub(c.VerifiedAt.Time).Round(time.Second), soak.Soak.Duration)})
+		}
+	}
 	if stage.Spec.Promotion == nil || !stage.Spec.Promotion.Auto {
 		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateAuto, Reason: "Manual",
 			Message: "automatic promotion is off for this Stage: create a Promotion to promote it"})
 	}
 	return len(blocks) == 0, blocks
+}
+
+// BlocksEnd is how long until the first gate with a known end opens (0 when none will by itself).
+func BlocksEnd(blocks []stagecoachv1.GateBlock, now time.Time) time.Duration {
+	var soonest time.Duration
+	for _, b := range blocks {
+		if b.Until != nil {
+			if d := b.Until.Sub(now); d > 0 && (soonest == 0 || d < soonest) {
+				soonest = d
+			}
+		}
+	}
+	return soonest
 }

@@ -172,7 +172,8 @@ func TestProgress(t *testing.T) {
 }
 
 func TestAutoPromote(t *testing.T) {
-	verified := metav1.NewTime(t0)
+	verified := metav1.NewTime(t0.Add(-time.Hour))
+	soakStart := metav1.NewTime(t0.Add(-10 * time.Minute))
 	candidate := &Candidate{Digest: d2, Tag: "v2", VerifiedAt: &verified}
 	auto := &stagecoachv1.PromotionPolicy{Auto: true}
 	frozen := metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue, Reason: "ForeignWrite", Message: "someone wrote"}
@@ -196,6 +197,11 @@ func TestAutoPromote(t *testing.T) {
 				return p
 			}()}, wantGates: []string{}},
 		{name: "auto off", candidate: candidate, wantGates: []string{GateAuto}},
+		{name: "still soaking", candidate: &Candidate{Digest: d2, VerifiedAt: &soakStart},
+			spec:      stagecoachv1.StageSpec{Promotion: &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 30 * time.Minute}}},
+			wantGates: []string{GateSoak}},
+		{name: "soaked long enough", candidate: candidate, want: true, wantGates: []string{},
+			spec: stagecoachv1.StageSpec{Promotion: &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 30 * time.Minute}}}},
 		{name: "failed before, held, frozen and suspended: every gate is listed", candidate: candidate,
 			spec: stagecoachv1.StageSpec{Promotion: auto, Suspend: true},
 			status: stagecoachv1.StageStatus{FailedDigests: []string{d2}, Conditions: []metav1.Condition{frozen},
@@ -206,7 +212,7 @@ func TestAutoPromote(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			stage := &stagecoachv1.Stage{Spec: tc.spec, Status: tc.status}
-			got, blocks := AutoPromote(stage, tc.candidate, tc.promotions)
+			got, blocks := AutoPromote(stage, tc.candidate, tc.promotions, t0)
 			g.Expect(got).To(Equal(tc.want))
 			gates := []string{}
 			for _, b := range blocks {
@@ -216,4 +222,12 @@ func TestAutoPromote(t *testing.T) {
 			g.Expect(gates).To(Equal(tc.wantGates))
 		})
 	}
+}
+
+func TestBlocksEnd(t *testing.T) {
+	in := func(d time.Duration) *metav1.Time { m := metav1.NewTime(t0.Add(d)); return &m }
+	g := NewWithT(t)
+	g.Expect(BlocksEnd(nil, t0)).To(BeZero())
+	g.Expect(BlocksEnd([]stagecoachv1.GateBlock{{Gate: "hold"}, {Gate: "soak", Until: in(20 * time.Minute)}, {Gate: "freeze", Until: in(5 * time.Minute)},
+		{Gate: "old", Until: in(-time.Minute)}}, t0)).To(Equal(5 * time.Minute))
 }

@@ -214,3 +214,39 @@ func TestDeadlineWhileApplierUnusable(t *testing.T) {
 	g.Expect(p.Status.Message).To(ContainSubstring("did not land within the progress deadline of 2s, and the applier cannot be used"))
 	g.Expect(p.Status.Message).To(ContainSubstring("does not sync automatically"))
 }
+
+// A version soaks upstream for spec.promotion.soak before automation takes it; the Stage says
+// until when, and needs no event to go on when the time comes.
+func TestSoakHoldsAutomationUntilItOpens(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
+	prodApp := newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "staging", nil)
+	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 3 * time.Second}}
+	})
+	startController(t, nil)
+
+	promoteAndLand(t, ns, "staging", stagingApp, "staging-v1", 1)
+	staging := getStage(g, t.Context(), ns, "staging")
+	verifiedAt := staging.Status.Current.VerifiedAt.Time
+	g.Eventually(func(g Gomega) {
+		s := getStage(g, t.Context(), ns, "prod")
+		g.Expect(s.Status.Candidate).NotTo(BeNil())
+		g.Expect(s.Status.Candidate.BlockedBy).To(ContainElement(And(HaveField("Gate", "soak"),
+			HaveField("Message", ContainSubstring("the Stage asks for 3s")))))
+	}, timeout, interval).Should(Succeed())
+
+	prodApp.deploy(digest(1), false, "Succeeded", "Healthy")
+	var auto stagecoachv1.Promotion
+	g.Eventually(func(g Gomega) {
+		list := promotionsOf(g, t, ns, "prod")
+		g.Expect(list).To(HaveLen(1))
+		auto = list[0]
+		g.Expect(auto.Status.Phase).To(Equal(stagecoachv1.PhaseSucceeded))
+	}, timeout, interval).Should(Succeed())
+	// Created no earlier than the soak allowed (creation times have one-second resolution).
+	g.Expect(auto.CreationTimestamp.Add(time.Second)).To(BeTemporally(">=", verifiedAt.Add(3*time.Second)))
+}
