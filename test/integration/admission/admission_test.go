@@ -69,6 +69,20 @@ func applyManifests(t *testing.T, path string) {
 	}
 }
 
+// grantEveryone lets every authenticated user do what the rule allows, so that only the admission
+// policies under test refuse anything.
+func grantEveryone(t *testing.T, name string, rule rbacv1.PolicyRule) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{rule}})).To(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
+	})).To(Succeed())
+}
+
 // as returns a client that acts as the user in the groups, through impersonation.
 func as(t *testing.T, user string, groups ...string) client.Client {
 	t.Helper()
@@ -103,16 +117,8 @@ func application(name string, plugin bool) *unstructured.Unstructured {
 func TestApplicationGuard(t *testing.T) {
 	g := NewWithT(t)
 	// Everyone in the test may write Applications as far as RBAC goes: the policy is what refuses.
-	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "application-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
-			Verbs: []string{"get", "list", "create", "update", "patch"}}},
-	})).To(Succeed())
-	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "application-writer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "application-writer"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
-	})).To(Succeed())
+	grantEveryone(t, "application-writer", rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
+		Verbs: []string{"get", "list", "create", "update", "patch"}})
 	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "application-guard.yaml"))
 
 	alice := as(t, "alice", "developers")

@@ -20,16 +20,8 @@ const anyDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef012345
 // An Approval speaks only for its creator, and only break-glass members may ask for break-glass.
 func TestApprovalAndBreakGlassGuards(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "stagecoach-user"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"approvals", "promotions"},
-			Verbs: []string{"get", "list", "create"}}},
-	})).To(Succeed())
-	g.Expect(env.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "stagecoach-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "stagecoach-user"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
-	})).To(Succeed())
+	grantEveryone(t, "stagecoach-user", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"approvals", "promotions"},
+		Verbs: []string{"get", "list", "create"}})
 	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "approval-guard.yaml"))
 
 	alice := as(t, "alice", "release-managers")

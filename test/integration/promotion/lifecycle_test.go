@@ -259,14 +259,8 @@ func TestQueueAndSupersede(t *testing.T) {
 func TestFreezeHoldsPromotions(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
-	prodApp := newApplication(t, ns, "prod", ociSpec(ns))
-	newStage(t, ns, "staging", nil)
-	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
-		s.Labels = map[string]string{"tier": "payments"}
-		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
-		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
-	})
+	stagingApp, prodApp := newPipeline(t, ns, &stagecoachv1.PromotionPolicy{Auto: true},
+		func(s *stagecoachv1.Stage) { s.Labels = map[string]string{"tier": "payments"} })
 	until := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
 	freeze := &stagecoachv1.Freeze{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quarter-end"},
 		Spec: stagecoachv1.FreezeSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "payments"}},

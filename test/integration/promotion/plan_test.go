@@ -16,12 +16,7 @@ import (
 func TestPlanExplainsStages(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
-	newApplication(t, ns, "prod", ociSpec(ns))
-	newStage(t, ns, "staging", nil)
-	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
-		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
-	})
+	stagingApp, _ := newPipeline(t, ns, nil, nil)
 	startController(t, nil)
 	promoteAndLand(t, ns, "staging", stagingApp, "staging-v1", 1)
 	newPromotion(t, ns, "staging-v2", "staging", stagecoachv1.ActionPromote, digest(2), "v2.0.0")

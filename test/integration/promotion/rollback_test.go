@@ -42,13 +42,7 @@ func tag(n int) string { return "v" + string(rune('0'+n)) + ".0.0" }
 func TestFollowUpstreamFailRollBackAndHold(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
-	prodApp := newApplication(t, ns, "prod", ociSpec(ns))
-	newStage(t, ns, "staging", nil)
-	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
-		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
-		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
-	})
+	stagingApp, prodApp := newPipeline(t, ns, &stagecoachv1.PromotionPolicy{Auto: true}, nil)
 	startController(t, nil)
 
 	// v1 verified upstream is promoted downstream without anyone asking.
@@ -220,13 +214,8 @@ func TestDeadlineWhileApplierUnusable(t *testing.T) {
 func TestSoakHoldsAutomationUntilItOpens(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	stagingApp := newApplication(t, ns, "staging", ociSpec(ns))
-	prodApp := newApplication(t, ns, "prod", ociSpec(ns))
-	newStage(t, ns, "staging", nil)
-	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
-		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
-		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 3 * time.Second}}
-	})
+	stagingApp, prodApp := newPipeline(t, ns,
+		&stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 3 * time.Second}}, nil)
 	startController(t, nil)
 
 	promoteAndLand(t, ns, "staging", stagingApp, "staging-v1", 1)

@@ -119,6 +119,23 @@ func newStage(t *testing.T, ns, name string, mutate func(*stagecoachv1.Stage)) *
 	return stage
 }
 
+// newPipeline creates staging and prod, each applied by its own Application, prod following
+// staging; prodPolicy sets prod's promotion policy (nil: promote by hand) and mutate changes more.
+func newPipeline(t *testing.T, ns string, prodPolicy *stagecoachv1.PromotionPolicy, mutate func(*stagecoachv1.Stage)) (staging, prod *fakeArgoCD) {
+	t.Helper()
+	staging = newApplication(t, ns, "staging", ociSpec(ns))
+	prod = newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "staging", nil)
+	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+		s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging"}
+		s.Spec.Promotion = prodPolicy
+		if mutate != nil {
+			mutate(s)
+		}
+	})
+	return staging, prod
+}
+
 func newPromotion(t *testing.T, ns, name, stage string, action stagecoachv1.PromotionAction, d, tag string) *stagecoachv1.Promotion {
 	t.Helper()
 	p := &stagecoachv1.Promotion{
