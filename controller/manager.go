@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -79,6 +81,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
 	stages := &StageReconciler{
+		Identity:             whoAmI(ctx, mgr.GetClient()),
 		Client:               mgr.GetClient(),
 		APIReader:            mgr.GetAPIReader(),
 		RESTMapper:           mgr.GetRESTMapper(),
@@ -150,4 +153,16 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 		}
 		return nil
 	}))
+}
+
+// whoAmI asks the API server which user the controller is, to name it as the requester of the
+// Promotions automation creates (the promotion guard checks that name). It returns "" when the
+// API server cannot say; the guard then refuses those Promotions with a message that says why.
+func whoAmI(ctx context.Context, c client.Client) string {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to learn the controller's user name (SelfSubjectReview); automatic Promotions will not name their requester")
+		return ""
+	}
+	return review.Status.UserInfo.Username
 }

@@ -51,6 +51,8 @@ type promotionRun struct {
 	promotions []stagecoachv1.Promotion
 	// freezes are the Freezes holding the Stage now.
 	freezes []stagecoachv1.Freeze
+	// gateEnds is when a gate holding the next Promotion opens by itself (0 when none will).
+	gateEnds time.Duration
 }
 
 // reconcilePromotions moves the Stage's Promotions one step: supersede, start, apply, observe,
@@ -78,7 +80,7 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 	if running == nil && next != nil {
 		started, err := run.start(ctx, next)
 		if err != nil || !started {
-			return run.freezeEnds(), err // a Freeze may hold it: look again when it ends
+			return run.holdEnds(), err // a Freeze or a gate may hold it: look again when it opens
 		}
 		running = next
 	}
@@ -124,9 +126,14 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 	return nil
 }
 
-// freezeEnds is how long until the first active Freeze with an end ends (0 when none ends).
-func (run *promotionRun) freezeEnds() time.Duration {
-	return plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now)
+// holdEnds is how long until the first active Freeze or gate with an end opens (0 when none will
+// by itself).
+func (run *promotionRun) holdEnds() time.Duration {
+	freeze := plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now)
+	if freeze == 0 || (run.gateEnds > 0 && run.gateEnds < freeze) {
+		return run.gateEnds
+	}
+	return freeze
 }
 
 // listPromotions reads the Stage's Promotions (from the cache, by index).
@@ -210,6 +217,24 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 		run.event(stage, corev1.EventTypeWarning, "BreakGlass", "Promotion %s %s", p.Name, breakGlass)
 	}
 
+	// A rollback returns to what ran before and passes the gates; a promote passes them first.
+	var gates []stagecoachv1.GateResult
+	if p.Spec.Action == stagecoachv1.ActionPromote {
+		blocks, results, err := run.promoteGates(ctx, p.Spec.Version.Digest, p.Spec.BreakGlass)
+		if err != nil {
+			return false, err
+		}
+		if len(blocks) > 0 {
+			run.gateEnds = plan.BlocksEnd(blocks, run.now)
+			msgs := make([]string, 0, len(blocks))
+			for _, b := range blocks {
+				msgs = append(msgs, b.Gate+": "+b.Message)
+			}
+			return false, run.wait(ctx, p, "waiting: "+strings.Join(msgs, "; "))
+		}
+		gates = results
+	}
+
 	version := p.Spec.Version
 	if p.Spec.Action == stagecoachv1.ActionRollback && (version == nil || version.Digest == "") {
 		if stage.Status.Current == nil || stage.Status.Current.Digest == "" {
@@ -227,6 +252,7 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 	p.Status.Phase = stagecoachv1.PhaseRunning
 	p.Status.Version = version.DeepCopy()
 	p.Status.StartedAt = &now
+	p.Status.Gates = gates
 	p.Status.ObservedGeneration = p.Generation
 	p.Status.Message = "started"
 	if breakGlass != "" {
@@ -472,8 +498,14 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 		return nil, nil
 	}
 	promote, blocks := plan.AutoPromote(stage, candidate, promotions, run.now)
-	if freezeBlocks := plan.FreezeBlocks(run.freezes); len(freezeBlocks) > 0 && (promote || len(blocks) > 0) {
-		promote, blocks = false, append(blocks, freezeBlocks...)
+	if promote || len(blocks) > 0 {
+		gateBlocks, _, err := run.promoteGates(ctx, candidate.Digest, false)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, gateBlocks...)
+		blocks = append(blocks, plan.FreezeBlocks(run.freezes)...)
+		promote = len(blocks) == 0
 	}
 	if !promote {
 		stage.Status.Candidate = nil
@@ -491,7 +523,7 @@ func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1
 			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
 			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
 		},
-		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote,
+		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote, RequestedBy: run.r.Identity,
 			Version: &stagecoachv1.VersionReference{Digest: candidate.Digest, Tag: candidate.Tag},
 			Reason:  "automatic: the source offers " + versionString(&stagecoachv1.VersionReference{Digest: candidate.Digest, Tag: candidate.Tag})},
 	}

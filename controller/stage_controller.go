@@ -27,6 +27,8 @@ import (
 // StageReconciler keeps a Stage's status: for now, whether its applier can be used.
 type StageReconciler struct {
 	client.Client
+	// Identity is the controller's user name, the requester of the Promotions automation creates.
+	Identity string
 	// APIReader reads appliers live: their kinds are watched only once a Stage names them, and a
 	// Forbidden answer must be told apart from a missing object.
 	APIReader  client.Reader

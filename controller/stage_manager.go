@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
 // applierIndexKey indexes Stages by the applier they name ("<group>/<Kind>/<name>"), so that an
@@ -30,20 +31,26 @@ const applierIndexKey = ".spec.applyRef"
 // promotionStageIndexKey indexes Promotions by the Stage they act on.
 const promotionStageIndexKey = ".spec.stage"
 
-// upstreamIndexKey indexes Stages by their upstream Stage ("<namespace>/<name>"), so that an
-// upstream's new verified version wakes the Stages that follow it.
+// upstreamIndexKey indexes Stages by the Stages they follow ("<namespace>/<name>"): their
+// upstream and those they depend on, so that a new verified version there wakes them.
 const upstreamIndexKey = ".spec.source.upstream"
 
+// approvalStageIndexKey indexes Approvals by the Stage they approve for.
+const approvalStageIndexKey = ".spec.stage"
+
 func upstreamKey(stage *stagecoachv1.Stage) []string {
-	up := stage.Spec.Source.Upstream
-	if up == nil {
-		return nil
+	var keys []string
+	if up := stage.Spec.Source.Upstream; up != nil {
+		ns := up.Namespace
+		if ns == "" {
+			ns = stage.Namespace
+		}
+		keys = append(keys, ns+"/"+up.Stage)
 	}
-	ns := up.Namespace
-	if ns == "" {
-		ns = stage.Namespace
+	for _, d := range stage.Spec.DependsOn {
+		keys = append(keys, plan.DependencyKey(stage, d).String())
 	}
-	return []string{ns + "/" + up.Stage}
+	return keys
 }
 
 // applierKey is the index value of an applier in a namespace.
@@ -86,6 +93,10 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		func(o client.Object) []string { return []string{o.(*stagecoachv1.Promotion).Spec.Stage} }); err != nil {
 		return fmt.Errorf("failed to index Promotions by Stage: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Approval{}, approvalStageIndexKey,
+		func(o client.Object) []string { return []string{o.(*stagecoachv1.Approval).Spec.Stage} }); err != nil {
+		return fmt.Errorf("failed to index Approvals by Stage: %w", err)
+	}
 	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
@@ -104,7 +115,12 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*stagecoachv1.Promotion).Spec.Stage}}}
 			})).
-		// An upstream Stage verifying a version offers it downstream (its status changes, so no
+		// An Approval may open the approvals gate.
+		Watches(&stagecoachv1.Approval{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*stagecoachv1.Approval).Spec.Stage}}}
+			})).
+		// An upstream Stage (or one depended on) verifying a version offers it downstream (its status changes, so no
 		// generation filter here).
 		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesFollowing)).
 		// A Freeze appearing, changing or going away decides whether Stages may promote.

@@ -71,6 +71,12 @@ type PromotionSpec struct {
 	// +optional
 	Reason string `json:"reason,omitempty"`
 
+	// RequestedBy is the user who created the Promotion; an admission policy makes it the
+	// creating user. Approvals from this user do not count for this version, here or downstream.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	RequestedBy string `json:"requestedBy,omitempty"`
+
 	// BreakGlass lets the Promotion start during a Freeze. Only members of the break-glass group
 	// may create such a Promotion, and it is recorded.
 	// +optional

@@ -729,3 +729,9 @@ type StageList struct {
 func init() {
 	SchemeBuilder.Register(&Stage{}, &StageList{})
 }
+
+// Kinds of TimeWindow.
+const (
+	WindowAllow = "Allow"
+	WindowDeny  = "Deny"
+)

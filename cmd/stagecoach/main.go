@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// Time windows name IANA zones; the controller image need not ship a zoneinfo database.
+	_ "time/tzdata"
 )
 
 func main() {

@@ -15,7 +15,8 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newControllerCommand(), newPlanCommand(), newVersionCommand())
+	root.AddCommand(newControllerCommand(), newPlanCommand(), newPromoteCommand(), newApproveCommand(),
+		newRollbackCommand(), newFreezeCommand(), newUnfreezeCommand(), newVersionCommand())
 	return root
 }
 

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
@@ -24,6 +26,8 @@ type PlanOptions struct {
 	AllNamespaces bool
 	// Stage, when set, explains only that Stage.
 	Stage string
+	// Output is text (default), json or yaml.
+	Output string
 }
 
 // Plan writes, for each selected Stage, what it runs, what it is doing and what holds it back.
@@ -70,17 +74,44 @@ func Plan(ctx context.Context, c client.Reader, opts PlanOptions, out io.Writer,
 		key := p.Namespace + "/" + p.Spec.Stage
 		promotions[key] = append(promotions[key], p)
 	}
+	explanations := make([]plan.Explanation, 0, len(stages))
 	for i := range stages {
 		s := &stages[i]
+		explanations = append(explanations, plan.Explain(s, promotions[s.Namespace+"/"+s.Name], now))
+	}
+	switch opts.Output {
+	case "json", "yaml":
+		return printStructured(out, opts.Output, explanations)
+	case "", "text":
+	default:
+		return fmt.Errorf("unknown output format %q: use text, json or yaml", opts.Output)
+	}
+	for i, e := range explanations {
 		if i > 0 {
 			if _, err := fmt.Fprintln(out); err != nil {
 				return err
 			}
 		}
-		lines := plan.Explain(s, promotions[s.Namespace+"/"+s.Name], now)
-		if _, err := fmt.Fprintln(out, strings.Join(lines, "\n")); err != nil {
+		if _, err := fmt.Fprintln(out, strings.Join(e.Lines(), "\n")); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// printStructured writes v as indented JSON or as YAML.
+func printStructured(out io.Writer, format string, v any) error {
+	var data []byte
+	var err error
+	if format == "json" {
+		data, err = json.MarshalIndent(v, "", "  ")
+		data = append(data, '\n')
+	} else {
+		data, err = yaml.Marshal(v)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to encode the plan as %s: %w", format, err)
+	}
+	_, err = out.Write(data)
+	return err
 }

@@ -12,53 +12,107 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
-// Explain says, for people, what a Stage runs, what it is doing, and why nothing else moves:
-// the same facts the reconciler decided from, as lines of text.
-func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now time.Time) []string {
-	lines := []string{fmt.Sprintf("%s/%s (%s, %s)", stage.Namespace, stage.Name, stage.Spec.Service, stage.Spec.Environment)}
-	add := func(format string, args ...any) { lines = append(lines, "  "+fmt.Sprintf(format, args...)) }
+// Explanation is what a Stage runs, what it is doing, and why nothing else moves: the same facts
+// the reconciler decided from. It is what `stagecoach plan -o json|yaml` prints.
+type Explanation struct {
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Service     string `json:"service"`
+	Environment string `json:"environment"`
+	// NotReady says why the Stage is not Ready ("not reconciled yet" before its first reconcile).
+	NotReady string `json:"notReady,omitempty"`
+	// Runs is the verified version running, if any.
+	Runs *stagecoachv1.CurrentVersion `json:"runs,omitempty"`
+	// Promoting is the running Promotion; Waiting the next one to start.
+	Promoting *PromotionSummary `json:"promoting,omitempty"`
+	Waiting   *PromotionSummary `json:"waiting,omitempty"`
+	Frozen    string            `json:"frozen,omitempty"`
+	Held      string            `json:"held,omitempty"`
+	// Candidate is the next version and every gate that holds it, ordered by gate.
+	Candidate *stagecoachv1.CandidateVersion `json:"candidate,omitempty"`
+	now       time.Time
+}
 
+// PromotionSummary names a Promotion and says where it is.
+type PromotionSummary struct {
+	Name    string                         `json:"name"`
+	Action  stagecoachv1.PromotionAction   `json:"action"`
+	Version *stagecoachv1.VersionReference `json:"version,omitempty"`
+	Message string                         `json:"message,omitempty"`
+}
+
+// Explain gathers the Explanation of a Stage from it and its Promotions.
+func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now time.Time) Explanation {
+	e := Explanation{Namespace: stage.Namespace, Name: stage.Name, Service: stage.Spec.Service, Environment: stage.Spec.Environment, now: now}
 	if ready := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady); ready == nil {
-		add("not reconciled yet")
+		e.NotReady = "not reconciled yet"
 	} else if ready.Status != metav1.ConditionTrue {
-		add("not ready: %s: %s", ready.Reason, ready.Message)
+		e.NotReady = ready.Reason + ": " + ready.Message
 	}
-	if cur := stage.Status.Current; cur != nil {
+	e.Runs = stage.Status.Current.DeepCopy()
+	q := Queue(promotions)
+	if p := q.Running; p != nil && p.Status.Version != nil {
+		e.Promoting = &PromotionSummary{Name: p.Name, Action: p.Spec.Action, Version: p.Status.Version.DeepCopy(), Message: p.Status.Message}
+	}
+	if p := q.Next; p != nil {
+		e.Waiting = &PromotionSummary{Name: p.Name, Action: p.Spec.Action, Version: p.Spec.Version.DeepCopy(), Message: p.Status.Message}
+	}
+	if frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen); frozen != nil && frozen.Status == metav1.ConditionTrue {
+		e.Frozen = frozen.Message
+	}
+	if h := stage.Status.Hold; h != nil {
+		e.Held = h.Message
+	}
+	if c := stage.Status.Candidate; c != nil {
+		e.Candidate = c.DeepCopy()
+		sort.SliceStable(e.Candidate.BlockedBy, func(i, j int) bool { return e.Candidate.BlockedBy[i].Gate < e.Candidate.BlockedBy[j].Gate })
+	}
+	return e
+}
+
+// Lines says the Explanation for people, one fact a line.
+func (e Explanation) Lines() []string {
+	lines := []string{fmt.Sprintf("%s/%s (%s, %s)", e.Namespace, e.Name, e.Service, e.Environment)}
+	add := func(format string, args ...any) { lines = append(lines, "  "+fmt.Sprintf(format, args...)) }
+	switch {
+	case e.NotReady == "not reconciled yet":
+		add("not reconciled yet")
+	case e.NotReady != "":
+		add("not ready: %s", e.NotReady)
+	}
+	if cur := e.Runs; cur != nil {
 		verified := ""
 		if cur.VerifiedAt != nil {
-			verified = fmt.Sprintf(", verified %s ago", now.Sub(cur.VerifiedAt.Time).Round(time.Second))
+			verified = fmt.Sprintf(", verified %s ago", e.now.Sub(cur.VerifiedAt.Time).Round(time.Second))
 		}
 		add("runs:      %s%s", describeVersion(cur.Version, cur.Digest), verified)
 	} else {
 		add("runs:      nothing verified yet")
 	}
-	q := Queue(promotions)
-	if p := q.Running; p != nil && p.Status.Version != nil {
-		add("promoting: Promotion %s applies %s: %s", p.Name, describeVersion(p.Status.Version.Tag, p.Status.Version.Digest), p.Status.Message)
+	if p := e.Promoting; p != nil {
+		add("promoting: Promotion %s applies %s: %s", p.Name, describeVersion(p.Version.Tag, p.Version.Digest), p.Message)
 	}
-	if p := q.Next; p != nil {
-		add("waiting:   Promotion %s (%s): %s", p.Name, p.Spec.Action, orDash(p.Status.Message))
+	if p := e.Waiting; p != nil {
+		add("waiting:   Promotion %s (%s): %s", p.Name, p.Action, orDash(p.Message))
 	}
-	if frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen); frozen != nil && frozen.Status == metav1.ConditionTrue {
-		add("frozen:    %s", frozen.Message)
+	if e.Frozen != "" {
+		add("frozen:    %s", e.Frozen)
 	}
-	if h := stage.Status.Hold; h != nil {
-		add("held:      %s", h.Message)
+	if e.Held != "" {
+		add("held:      %s", e.Held)
 	}
-	if c := stage.Status.Candidate; c != nil {
+	if c := e.Candidate; c != nil {
 		if c.Digest != "" {
 			add("candidate: %s", describeVersion(c.Version, c.Digest))
 		}
-		blocks := append([]stagecoachv1.GateBlock(nil), c.BlockedBy...)
-		sort.SliceStable(blocks, func(i, j int) bool { return blocks[i].Gate < blocks[j].Gate })
-		for _, b := range blocks {
+		for _, b := range c.BlockedBy {
 			until := ""
 			if b.Until != nil {
-				until = fmt.Sprintf(" (opens in %s)", b.Until.Sub(now).Round(time.Second))
+				until = fmt.Sprintf(" (opens in %s)", b.Until.Sub(e.now).Round(time.Second))
 			}
 			add("  blocked by %s: %s%s", b.Gate, b.Message, until)
 		}
-	} else if q.Running == nil && q.Next == nil {
+	} else if e.Promoting == nil && e.Waiting == nil {
 		add("nothing to do: the source offers nothing newer")
 	}
 	return lines

@@ -63,7 +63,7 @@ func TestExplain(t *testing.T) {
 			if tc.stage != nil {
 				tc.stage(s)
 			}
-			out := strings.Join(Explain(s, tc.promotions, t0), "\n")
+			out := strings.Join(Explain(s, tc.promotions, t0).Lines(), "\n")
 			for _, line := range tc.want {
 				NewWithT(t).Expect(out).To(ContainSubstring(line))
 			}

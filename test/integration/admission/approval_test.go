@@ -17,8 +17,9 @@ import (
 
 const anyDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// An Approval speaks only for its creator, and only break-glass members may ask for break-glass.
-func TestApprovalAndBreakGlassGuards(t *testing.T) {
+// An Approval speaks only for its creator, a Promotion names its creator, and only break-glass
+// members may ask for break-glass.
+func TestApprovalPromotionAndBreakGlassGuards(t *testing.T) {
 	g := NewWithT(t)
 	grantEveryone(t, "stagecoach-user", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"approvals", "promotions"},
 		Verbs: []string{"get", "list", "create"}})
@@ -30,9 +31,9 @@ func TestApprovalAndBreakGlassGuards(t *testing.T) {
 		return &stagecoachv1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: stagecoachv1.ApprovalSpec{Stage: "payments", Digest: anyDigest, Approver: approver, Groups: groups}}
 	}
-	promotion := func(name string, breakGlass bool) *stagecoachv1.Promotion {
+	promotion := func(name, requester string, breakGlass bool) *stagecoachv1.Promotion {
 		return &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: stagecoachv1.PromotionSpec{Stage: "payments", BreakGlass: breakGlass,
+			Spec: stagecoachv1.PromotionSpec{Stage: "payments", BreakGlass: breakGlass, RequestedBy: requester,
 				Version: &stagecoachv1.VersionReference{Digest: anyDigest}}}
 	}
 	// The policies take a moment to be enforced after they are created.
@@ -53,10 +54,14 @@ func TestApprovalAndBreakGlassGuards(t *testing.T) {
 			wantErr: "Approval as-bob names approver bob but was created by alice: set spec.approver to your own user name"},
 		{name: "alice claims a group she is not in", who: alice, obj: approval("as-admins", "alice", "release-managers", "admins"),
 			wantErr: "Approval as-admins approves as groups release-managers,admins, but alice is not a member of all of them"},
-		{name: "alice promotes", who: alice, obj: promotion("normal", false)},
-		{name: "alice asks for break-glass", who: alice, obj: promotion("glass-alice", true),
+		{name: "alice promotes", who: alice, obj: promotion("normal", "alice", false)},
+		{name: "alice promotes in bob's name", who: alice, obj: promotion("for-bob", "bob", false),
+			wantErr: "Promotion for-bob names requester bob but was created by alice: set spec.requestedBy to your own user name"},
+		{name: "alice promotes without naming herself", who: alice, obj: promotion("nameless", "", false),
+			wantErr: "Promotion nameless names requester (none) but was created by alice"},
+		{name: "alice asks for break-glass", who: alice, obj: promotion("glass-alice", "alice", true),
 			wantErr: "Promotion glass-alice asks for break-glass, which only members of the stagecoach:break-glass group may use (alice is not one)"},
-		{name: "a break-glass member asks for it", who: bob, obj: promotion("glass-bob", true)},
+		{name: "a break-glass member asks for it", who: bob, obj: promotion("glass-bob", "bob", true)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package promotion
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/cli"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
 // `stagecoach plan` explains, from the objects on the API server, what each Stage runs, what it
@@ -33,6 +35,21 @@ func TestPlanExplainsStages(t *testing.T) {
 		g.Expect(text).To(ContainSubstring("runs:      v1.0.0 (sha256:000000000000), verified"))
 		g.Expect(text).To(ContainSubstring("promoting: Promotion staging-v2 applies v2.0.0 (sha256:000000000000): waiting for Argo CD to sync " + digest(2)))
 	}, timeout, interval).Should(Succeed())
+
+	var structured bytes.Buffer
+	g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "prod", Output: "json"}, &structured, time.Now())).To(Succeed())
+	var explained []plan.Explanation
+	g.Expect(json.Unmarshal(structured.Bytes(), &explained)).To(Succeed(), structured.String())
+	g.Expect(explained).To(HaveLen(1))
+	g.Expect(explained[0].Name).To(Equal("prod"))
+	g.Expect(explained[0].Candidate).NotTo(BeNil())
+	g.Expect(explained[0].Candidate.Digest).To(Equal(digest(1)))
+	g.Expect(explained[0].Candidate.BlockedBy).To(ContainElement(HaveField("Gate", plan.GateAuto)))
+	structured.Reset()
+	g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "prod", Output: "yaml"}, &structured, time.Now())).To(Succeed())
+	g.Expect(structured.String()).To(ContainSubstring("gate: auto"))
+	g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Output: "xml"}, &structured, time.Now())).To(
+		MatchError(`unknown output format "xml": use text, json or yaml`))
 
 	var out bytes.Buffer
 	err := cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "nope"}, &out, time.Now())

@@ -1,0 +1,235 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+func window(kind, schedule string, d time.Duration, tz string) stagecoachv1.TimeWindow {
+	return stagecoachv1.TimeWindow{Kind: kind, Schedule: schedule, Duration: metav1.Duration{Duration: d}, TimeZone: tz}
+}
+
+func TestWindowBlock(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	weekdays := window(stagecoachv1.WindowAllow, "0 9 * * 1-5", 8*time.Hour, "Europe/Berlin")
+	night := window(stagecoachv1.WindowAllow, "0 22 * * *", 4*time.Hour, "UTC") // crosses midnight
+	friday := window(stagecoachv1.WindowDeny, "0 15 * * 5", 9*time.Hour, "Europe/Berlin")
+	for _, tc := range []struct {
+		name    string
+		windows []stagecoachv1.TimeWindow
+		now     time.Time
+		reason  string // "" when open
+		until   time.Time
+		message string
+	}{
+		{name: "no windows", now: t0},
+		{name: "inside an allow window (Berlin, Monday 10:00)", windows: []stagecoachv1.TimeWindow{weekdays},
+			now: time.Date(2026, 11, 30, 10, 0, 0, 0, berlin)},
+		{name: "same instant read in Tokyo is inside too", windows: []stagecoachv1.TimeWindow{weekdays},
+			now: time.Date(2026, 11, 30, 18, 0, 0, 0, tokyo)},
+		{name: "before it opens, until the opening in Berlin", windows: []stagecoachv1.TimeWindow{weekdays},
+			now: time.Date(2026, 11, 30, 8, 30, 0, 0, berlin), reason: "OutsideAllowWindow",
+			until: time.Date(2026, 11, 30, 9, 0, 0, 0, berlin), message: "the next opens"},
+		{name: "after it closes, opens next morning", windows: []stagecoachv1.TimeWindow{weekdays},
+			now: time.Date(2026, 11, 30, 17, 0, 0, 0, berlin), reason: "OutsideAllowWindow",
+			until: time.Date(2026, 12, 1, 9, 0, 0, 0, berlin)},
+		{name: "saturday waits for monday", windows: []stagecoachv1.TimeWindow{weekdays},
+			now: time.Date(2026, 11, 28, 10, 0, 0, 0, berlin), reason: "OutsideAllowWindow",
+			until: time.Date(2026, 11, 30, 9, 0, 0, 0, berlin)},
+		{name: "window crossing midnight, after midnight", windows: []stagecoachv1.TimeWindow{night},
+			now: time.Date(2026, 12, 1, 1, 30, 0, 0, time.UTC)},
+		{name: "window crossing midnight, at its end", windows: []stagecoachv1.TimeWindow{night},
+			now: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), reason: "OutsideAllowWindow",
+			until: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)},
+		{name: "one of two allow windows open", windows: []stagecoachv1.TimeWindow{weekdays, night},
+			now: time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC)},
+		{name: "two allow windows closed: the sooner opening", windows: []stagecoachv1.TimeWindow{weekdays, night},
+			now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), reason: "OutsideAllowWindow",
+			until: time.Date(2026, 11, 28, 22, 0, 0, 0, time.UTC)},
+		{name: "deny wins over allow", windows: []stagecoachv1.TimeWindow{weekdays, friday},
+			now: time.Date(2026, 11, 27, 16, 0, 0, 0, berlin), reason: "DenyWindow",
+			until: time.Date(2026, 11, 28, 0, 0, 0, 0, berlin), message: "inside the deny window"},
+		{name: "deny alone, outside it", windows: []stagecoachv1.TimeWindow{friday},
+			now: time.Date(2026, 11, 27, 14, 59, 0, 0, berlin)},
+		{name: "deny crossing midnight, after midnight", windows: []stagecoachv1.TimeWindow{window(stagecoachv1.WindowDeny, "0 23 * * *", 2*time.Hour, "")},
+			now: time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC), reason: "DenyWindow",
+			until: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)},
+		{name: "unknown time zone holds", windows: []stagecoachv1.TimeWindow{window(stagecoachv1.WindowAllow, "0 9 * * *", time.Hour, "Mars/Olympus")},
+			now: t0, reason: "InvalidWindow", message: "Mars/Olympus"},
+		{name: "unparsable schedule holds", windows: []stagecoachv1.TimeWindow{window(stagecoachv1.WindowDeny, "0 25 * * *", time.Hour, "")},
+			now: t0, reason: "InvalidWindow", message: "windows[0]"},
+		{name: "allow window that never ticks", windows: []stagecoachv1.TimeWindow{window(stagecoachv1.WindowAllow, "0 0 30 2 *", time.Hour, "")},
+			now: t0, reason: "OutsideAllowWindow", message: "none opens within a year"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			b := WindowBlock(tc.windows, tc.now)
+			if tc.reason == "" {
+				g.Expect(b).To(BeNil())
+				return
+			}
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.Gate).To(Equal(GateWindow))
+			g.Expect(b.Reason).To(Equal(tc.reason))
+			g.Expect(b.Message).To(ContainSubstring(tc.message))
+			if tc.until.IsZero() {
+				g.Expect(b.Until).To(BeNil())
+			} else {
+				g.Expect(b.Until).NotTo(BeNil())
+				g.Expect(b.Until.Time.Equal(tc.until)).To(BeTrue(), "until %s, want %s", b.Until.Time, tc.until.UTC())
+			}
+		})
+	}
+}
+
+func approval(approver, digest string, groups ...string) stagecoachv1.Approval {
+	return stagecoachv1.Approval{
+		ObjectMeta: metav1.ObjectMeta{Name: approver + "-" + digest[7:11], Namespace: "shop"},
+		Spec:       stagecoachv1.ApprovalSpec{Stage: "prod", Digest: digest, Approver: approver, Groups: groups},
+	}
+}
+
+func TestApprovalBlock(t *testing.T) {
+	prod := func(required int32, groups ...string) *stagecoachv1.Stage {
+		return &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "shop"},
+			Spec: stagecoachv1.StageSpec{Promotion: &stagecoachv1.PromotionPolicy{Approvals: &stagecoachv1.ApprovalPolicy{Required: required, Groups: groups}}}}
+	}
+	otherStage := approval("carol", d1, "release")
+	otherStage.Spec.Stage = "staging"
+	otherNamespace := approval("dave", d1, "release")
+	otherNamespace.Namespace = "elsewhere"
+	for _, tc := range []struct {
+		name      string
+		stage     *stagecoachv1.Stage
+		approvals []stagecoachv1.Approval
+		promoters []string
+		blocked   bool
+		message   []string
+	}{
+		{name: "no policy", stage: &stagecoachv1.Stage{}, blocked: false},
+		{name: "none yet", stage: prod(1), blocked: true, message: []string{"0 of 1 approvals for " + d1}},
+		{name: "one is enough", stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d1)}},
+		{name: "the same person twice counts once", stage: prod(2),
+			approvals: []stagecoachv1.Approval{approval("alice", d1), approval("alice", d1)}, blocked: true, message: []string{"1 of 2"}},
+		{name: "two people", stage: prod(2), approvals: []stagecoachv1.Approval{approval("alice", d1), approval("bob", d1)}},
+		{name: "another digest does not count", stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d2)},
+			blocked: true, message: []string{"0 of 1"}},
+		{name: "another Stage or namespace does not count", stage: prod(1), approvals: []stagecoachv1.Approval{otherStage, otherNamespace},
+			blocked: true, message: []string{"0 of 1"}},
+		{name: "group member counts", stage: prod(1, "release"), approvals: []stagecoachv1.Approval{approval("alice", d1, "dev", "release")}},
+		{name: "outside the groups does not count", stage: prod(1, "release"), approvals: []stagecoachv1.Approval{approval("alice", d1, "dev")},
+			blocked: true, message: []string{"0 of 1", "from members of release", "alice approved without naming one of those groups"}},
+		{name: "the promoter does not count", stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d1)},
+			promoters: []string{"alice"}, blocked: true, message: []string{"0 of 1", "alice promoted this version and cannot approve it"}},
+		{name: "someone else besides the promoter", stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d1), approval("bob", d1)},
+			promoters: []string{"alice"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			b := ApprovalBlock(tc.stage, d1, tc.approvals, tc.promoters)
+			if !tc.blocked {
+				g.Expect(b).To(BeNil())
+				return
+			}
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.Gate).To(Equal(GateApprovals))
+			for _, m := range tc.message {
+				g.Expect(b.Message).To(ContainSubstring(m))
+			}
+		})
+	}
+}
+
+func TestPromoters(t *testing.T) {
+	g := NewWithT(t)
+	byHand := promo("a", 0, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, false)
+	byHand.Spec.RequestedBy = "alice"
+	auto := promo("b", 1, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, true)
+	auto.Spec.RequestedBy = "system:serviceaccount:stagecoach-system:stagecoach-controller"
+	otherDigest := promo("c", 2, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, false)
+	otherDigest.Spec.RequestedBy = "bob"
+	otherDigest.Spec.Version.Digest = d2
+	rollback := promo("d", 3, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionRollback, false)
+	rollback.Spec.RequestedBy = "carol"
+	g.Expect(Promoters(d1, []stagecoachv1.Promotion{byHand, auto, otherDigest, rollback, byHand})).To(Equal([]string{"alice"}))
+}
+
+func TestDependsOnBlocks(t *testing.T) {
+	verified := func(ns, name, version string) *stagecoachv1.Stage {
+		return &stagecoachv1.Stage{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Status: stagecoachv1.StageStatus{
+				Conditions: []metav1.Condition{{Type: stagecoachv1.ConditionVerified, Status: metav1.ConditionTrue}},
+				Current:    &stagecoachv1.CurrentVersion{Version: version, Digest: d1, VerifiedAt: &metav1.Time{Time: t0}},
+			},
+		}
+	}
+	unverified := verified("shop", "db", "v2.0.0")
+	unverified.Status.Conditions[0].Status = metav1.ConditionFalse
+	// A stand-in matcher for ">=" constraints only; the semver package has its own tests.
+	atLeast := func(constraint, version string) (bool, error) {
+		min, ok := strings.CutPrefix(constraint, ">=")
+		if !ok {
+			return false, fmt.Errorf("unsupported constraint %q", constraint)
+		}
+		return strings.TrimPrefix(version, "v") >= strings.TrimPrefix(min, "v"), nil
+	}
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "shop"}}
+	for _, tc := range []struct {
+		name    string
+		deps    []stagecoachv1.StageDependency
+		others  []*stagecoachv1.Stage
+		reasons []string
+		message string
+	}{
+		{name: "none"},
+		{name: "met, other namespace", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform", Version: ">=2.0.0"}},
+			others: []*stagecoachv1.Stage{verified("platform", "base", "v2.1.0")}},
+		{name: "met, any version", deps: []stagecoachv1.StageDependency{{Stage: "db"}}, others: []*stagecoachv1.Stage{verified("shop", "db", "v0.1.0")}},
+		{name: "missing", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform"}},
+			reasons: []string{"DependencyMissing"}, message: "depends on Stage platform/base: it does not exist"},
+		{name: "same name in this namespace is not the other namespace's", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform"}},
+			others: []*stagecoachv1.Stage{verified("shop", "base", "v9.0.0")}, reasons: []string{"DependencyMissing"}},
+		{name: "not verified", deps: []stagecoachv1.StageDependency{{Stage: "db"}}, others: []*stagecoachv1.Stage{unverified},
+			reasons: []string{"DependencyNotVerified"}},
+		{name: "too old", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform", Version: ">=2.0.0"}},
+			others: []*stagecoachv1.Stage{verified("platform", "base", "v1.9.0")}, reasons: []string{"DependencyVersionTooOld"}, message: `runs v1.9.0, which does not meet ">=2.0.0"`},
+		{name: "bad constraint", deps: []stagecoachv1.StageDependency{{Stage: "db", Version: "~>1"}},
+			others: []*stagecoachv1.Stage{verified("shop", "db", "v1.0.0")}, reasons: []string{"DependencyVersionUnreadable"}},
+		{name: "every unmet one is listed", deps: []stagecoachv1.StageDependency{{Stage: "db"}, {Stage: "cache"}},
+			others: []*stagecoachv1.Stage{unverified}, reasons: []string{"DependencyNotVerified", "DependencyMissing"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := stage.DeepCopy()
+			s.Spec.DependsOn = tc.deps
+			others := map[types.NamespacedName]*stagecoachv1.Stage{}
+			for _, o := range tc.others {
+				others[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = o
+			}
+			blocks := DependsOnBlocks(s, others, atLeast)
+			var reasons []string
+			for _, b := range blocks {
+				g.Expect(b.Gate).To(Equal(GateDependsOn))
+				g.Expect(b.Message).To(ContainSubstring(tc.message))
+				reasons = append(reasons, b.Reason)
+			}
+			g.Expect(reasons).To(Equal(tc.reasons))
+		})
+	}
+}
