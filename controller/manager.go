@@ -24,6 +24,7 @@ import (
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
 
 // ControllerName is the name the controller reports in events and as its field owner.
@@ -82,6 +83,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	}
 	stages := &StageReconciler{
 		Identity:             whoAmI(ctx, mgr.GetClient()),
+		Registry:             &registry.Lister{},
 		Client:               mgr.GetClient(),
 		APIReader:            mgr.GetAPIReader(),
 		RESTMapper:           mgr.GetRESTMapper(),

@@ -53,6 +53,8 @@ type promotionRun struct {
 	freezes []stagecoachv1.Freeze
 	// gateEnds is when a gate holding the next Promotion opens by itself (0 when none will).
 	gateEnds time.Duration
+	// sourceRecheck is when the source (a registry) should be looked at again (0: on events only).
+	sourceRecheck time.Duration
 }
 
 // reconcilePromotions moves the Stage's Promotions one step: supersede, start, apply, observe,
@@ -91,12 +93,13 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonIdle, Message: "no Promotion is running", ObservedGeneration: run.stage.Generation})
 	created, err := run.automate(ctx, run.promotions)
 	if err != nil || created == nil {
-		// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at again.
+		// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at again,
+		// and neither does a registry.
 		var blocks []stagecoachv1.GateBlock
 		if c := run.stage.Status.Candidate; c != nil {
 			blocks = c.BlockedBy
 		}
-		return plan.BlocksEnd(blocks, run.now), err
+		return soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
 	}
 	// Nothing else waits: start the new Promotion now rather than on the next event.
 	if started, err := run.start(ctx, created); err != nil || !started {
@@ -486,7 +489,7 @@ func (run *promotionRun) addHistory(p *stagecoachv1.Promotion, phase stagecoachv
 // open (and returns it), and otherwise says in status.candidate what blocks it.
 func (run *promotionRun) automate(ctx context.Context, promotions []stagecoachv1.Promotion) (*stagecoachv1.Promotion, error) {
 	stage := run.stage
-	candidate, block, err := run.r.candidate(ctx, stage)
+	candidate, block, err := run.candidate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -597,11 +600,17 @@ func (run *promotionRun) event(obj client.Object, eventType, reason, note string
 
 // candidate reads what the Stage's source offers now. Only the same-cluster upstream source is
 // built so far; the others say so in status.candidate.
-func (r *StageReconciler) candidate(ctx context.Context, stage *stagecoachv1.Stage) (*plan.Candidate, *stagecoachv1.GateBlock, error) {
+func (run *promotionRun) candidate(ctx context.Context) (*plan.Candidate, *stagecoachv1.GateBlock, error) {
+	r, stage := run.r, run.stage
+	if stage.Spec.Source.Registry != nil {
+		c, block, recheck, err := r.registryCandidate(ctx, stage, run.now)
+		run.sourceRecheck = recheck
+		return c, block, err
+	}
 	up := stage.Spec.Source.Upstream
 	if up == nil {
 		return nil, &stagecoachv1.GateBlock{Gate: plan.GateSource, Reason: "SourceNotSupported",
-			Message: "this controller does not read registry or record sources yet"}, nil
+			Message: "this controller does not read record sources (upstreamRecords) yet"}, nil
 	}
 	ns := up.Namespace
 	if ns == "" {
@@ -663,4 +672,12 @@ func truncateName(base, suffix string) string {
 		base = base[:max]
 	}
 	return base + suffix
+}
+
+// soonest is the smaller of two requeue delays, where 0 means none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }

@@ -22,6 +22,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
 
 // StageReconciler keeps a Stage's status: for now, whether its applier can be used.
@@ -41,6 +42,10 @@ type StageReconciler struct {
 	// Clock tells the time (tests may fake it); the real clock when nil.
 	Clock clock.PassiveClock
 
+	// Registry lists the tags of registry sources.
+	Registry *registry.Lister
+
+	listings   registryListings
 	watcher    *applierWatcher
 	hookEvents chan event.GenericEvent
 }
@@ -49,6 +54,7 @@ type StageReconciler struct {
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages/status;promotions/status;approvals/status;freezes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=promotions,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch

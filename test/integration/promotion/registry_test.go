@@ -1,0 +1,102 @@
+package promotion
+
+import (
+	"io"
+	"log"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+)
+
+// testRegistry is an in-memory OCI registry on 127.0.0.1.
+type testRegistry struct {
+	server *httptest.Server
+	repo   string
+}
+
+func newTestRegistry(t *testing.T) *testRegistry {
+	t.Helper()
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return &testRegistry{server: srv, repo: strings.TrimPrefix(srv.URL, "http://") + "/deploy/payments"}
+}
+
+// push writes a new random image under tag and returns its digest.
+func (r *testRegistry) push(t *testing.T, tag string) string {
+	t.Helper()
+	g := NewWithT(t)
+	img, err := random.Image(64, 1)
+	g.Expect(err).NotTo(HaveOccurred())
+	ref, err := name.NewTag(r.repo + ":" + tag)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(remote.Write(ref, img, remote.WithContext(t.Context()))).To(Succeed())
+	d, err := img.Digest()
+	g.Expect(err).NotTo(HaveOccurred())
+	return d.String()
+}
+
+// A Stage with a registry source offers the newest tag meeting its semver constraint; a new tag
+// is picked up at once when a person sets stagecoach.dev/requested-at; a registry that is down
+// blocks the candidate with a reason and promotes nothing.
+func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	v1 := reg.push(t, "v1.0.0")
+	v11 := reg.push(t, "v1.1.0")
+	reg.push(t, "v2.0.0-rc.1") // a prerelease: not eligible for ">=1.0.0"
+	reg.push(t, "latest")      // not a version
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+			Repository: reg.repo, Semver: ">=1.0.0", Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+
+	var first stagecoachv1.Promotion
+	g.Eventually(func(g Gomega) {
+		list := promotionsOf(g, t, ns, "dev")
+		g.Expect(list).To(HaveLen(1))
+		first = list[0]
+	}, timeout, interval).Should(Succeed())
+	g.Expect(first.Spec.Version).To(Equal(&stagecoachv1.VersionReference{Digest: v11, Tag: "v1.1.0"}))
+	g.Expect(v1).NotTo(Equal(v11))
+	app.deploy(v11, false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+
+	// A new tag is not seen before the (hour-long) interval, unless a person asks.
+	v12 := reg.push(t, "v1.2.0")
+	g.Consistently(func(g Gomega) {
+		g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(1))
+	}, time.Second, interval).Should(Succeed())
+	stage := getStage(g, t.Context(), ns, "dev")
+	stage.Annotations = map[string]string{stagecoachv1.ReconcileRequestAnnotation: time.Now().Format(time.RFC3339Nano)}
+	g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		list := promotionsOf(g, t, ns, "dev")
+		g.Expect(list).To(ContainElement(HaveField("Spec.Version.Digest", v12)))
+	}, timeout, interval).Should(Succeed())
+	app.deploy(v12, false, "Succeeded", "Healthy")
+	eventuallyCondition(t, ns, "dev", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, v12)
+
+	// The registry goes away: the candidate is blocked with the reason, nothing is promoted.
+	reg.server.Close()
+	stage = getStage(g, t.Context(), ns, "dev")
+	stage.Annotations[stagecoachv1.ReconcileRequestAnnotation] = time.Now().Add(time.Second).Format(time.RFC3339Nano)
+	g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+	eventuallyBlockedBy(t, ns, "dev", plan.GateSource, "cannot reach registry", reg.repo)
+	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy[0].Reason).To(Equal("RegistryUnreachable"))
+	g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(2))
+}
