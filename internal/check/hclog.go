@@ -10,7 +10,9 @@ import (
 
 // hcLogger hands go-plugin's logging, and with it every line a plugin writes to stderr, to the
 // controller's logr logger. hclog's trace and debug become V(2) and V(1); warnings stay
-// info-level entries marked "level":"warn", since logr has no warning level.
+// info-level entries marked "level":"warn", since logr has no warning level. go-plugin's own
+// info messages ("plugin process exited", once per attempt) are debug: only what the plugin
+// itself logs at info (its logger is named after the binary) stays at info.
 type hcLogger struct {
 	log     logr.Logger
 	name    string
@@ -37,6 +39,12 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 		l.Info(msg, append(kv, "level", "warn")...)
 	case hclog.Error:
 		l.Error(nil, msg, kv...)
+	case hclog.Info:
+		if h.name == "" {
+			l.V(1).Info(msg, kv...)
+			return
+		}
+		l.Info(msg, kv...)
 	default:
 		l.Info(msg, kv...)
 	}

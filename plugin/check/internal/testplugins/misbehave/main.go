@@ -49,5 +49,7 @@ func (misbehave) Check(_ context.Context, req check.Request) (check.Result, erro
 }
 
 func main() {
+	// No timestamp, so the controller sees the [WARN] prefix go-plugin reads levels from.
+	log.SetFlags(0)
 	check.Serve(misbehave{})
 }
