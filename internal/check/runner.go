@@ -1,0 +1,144 @@
+// Package check runs a Stage's checks (spec.promotion.checks before apply,
+// spec.verification.checks after landing): built-in HTTP checks and check plugins. A check never
+// returns an error: every way it can go wrong is a failed Result whose message names the check
+// and says why, because that message is what a person reads in the Stage's status.
+package check
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
+)
+
+// DefaultTimeout bounds one attempt of a check without spec timeout.
+const DefaultTimeout = 30 * time.Second
+
+// Input is the version a check looks at, and where.
+type Input struct {
+	Stage       string
+	Namespace   string
+	Environment string
+	Service     string
+	// Version is the tag, Digest the digest (sha256:...).
+	Version string
+	Digest  string
+	Phase   plugincheck.Phase
+}
+
+// Result of one check, after all its attempts.
+type Result struct {
+	// Name is the check's name.
+	Name   string
+	Passed bool
+	// Message names the check and says why it passed or failed.
+	Message string
+	// Attempts made, 1 + retries at most; 0 when the check could not start (for example a
+	// plugin whose checksum differs).
+	Attempts int
+}
+
+// Runner runs checks. The zero value runs HTTP checks with its own client and no plugins.
+type Runner struct {
+	// PluginDir holds the check plugin binaries, each named as its spec.plugin.name.
+	PluginDir string
+	// HTTPClient makes the HTTP checks' requests; a client without timeout when nil (each
+	// attempt has its own deadline).
+	HTTPClient *http.Client
+	// Backoff is the wait before retry n (1 for the first retry); DefaultBackoff when nil.
+	Backoff func(retry int) time.Duration
+}
+
+// DefaultBackoff waits 1s, 2s, 4s, … up to 10s between attempts: checks look at systems that
+// were just changed, so a short wait is usually what a retry needs.
+func DefaultBackoff(retry int) time.Duration {
+	d := time.Second << min(max(retry-1, 0), 4)
+	return min(d, 10*time.Second)
+}
+
+// attempt is the outcome of one try. permanent stops the retries: trying again cannot help
+// (a checksum mismatch, a URL template that does not parse).
+type attempt struct {
+	passed    bool
+	message   string
+	permanent bool
+}
+
+// Run runs c for in and reports the outcome; it retries a failed attempt c.Retries times.
+func (r *Runner) Run(ctx context.Context, c v1alpha1.Check, in Input) Result {
+	timeout := DefaultTimeout
+	if c.Timeout != nil && c.Timeout.Duration > 0 {
+		timeout = c.Timeout.Duration
+	}
+
+	var try func(ctx context.Context, timeout time.Duration) attempt
+	switch {
+	case c.HTTP != nil && c.Plugin != nil:
+		return Result{Name: c.Name, Message: fmt.Sprintf("check %q sets both http and plugin: keep one of them", c.Name)}
+	case c.HTTP != nil:
+		h, err := r.prepareHTTP(c.HTTP, in)
+		if err != nil {
+			return Result{Name: c.Name, Message: fmt.Sprintf("check %q cannot run: %v", c.Name, err)}
+		}
+		try = h.try
+	case c.Plugin != nil:
+		p, err := r.preparePlugin(c.Name, c.Plugin, in)
+		if err != nil {
+			return Result{Name: c.Name, Message: fmt.Sprintf("check %q cannot run: %v", c.Name, err)}
+		}
+		try = p.try
+	default:
+		return Result{Name: c.Name, Message: fmt.Sprintf("check %q sets neither http nor plugin: set one of them", c.Name)}
+	}
+
+	backoff := r.Backoff
+	if backoff == nil {
+		backoff = DefaultBackoff
+	}
+	maxAttempts := 1 + int(max(c.Retries, 0))
+	res := Result{Name: c.Name}
+	var last attempt
+	for res.Attempts < maxAttempts {
+		if res.Attempts > 0 {
+			if err := sleep(ctx, backoff(res.Attempts)); err != nil {
+				break
+			}
+		}
+		res.Attempts++
+		last = try(ctx, timeout)
+		if last.passed || last.permanent || ctx.Err() != nil {
+			break
+		}
+	}
+
+	res.Passed = last.passed
+	switch {
+	case last.passed:
+		res.Message = fmt.Sprintf("check %q passed: %s", c.Name, last.message)
+	case ctx.Err() != nil:
+		res.Message = fmt.Sprintf("check %q stopped after %d attempt(s), the controller gave up on it (%v); last: %s",
+			c.Name, res.Attempts, context.Cause(ctx), last.message)
+	case res.Attempts > 1:
+		res.Message = fmt.Sprintf("check %q failed %d attempts; last: %s", c.Name, res.Attempts, last.message)
+	default:
+		res.Message = fmt.Sprintf("check %q failed: %s", c.Name, last.message)
+	}
+	return res
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

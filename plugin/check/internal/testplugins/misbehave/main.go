@@ -1,0 +1,55 @@
+// Command misbehave is a check plugin for the controller's tests: config["mode"] picks how it
+// goes wrong, so one binary covers every failure the runner must survive.
+//
+//	panic   panics inside Check (the plugin process dies with a stack trace)
+//	exit    exits with status 2 inside Check, without a word
+//	hang    never answers, ignoring cancellation
+//	error   returns an error: the check could not be carried out
+//	log     writes to stderr, then passes
+//	echo    passes, with the request as its message
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/stagecoach-dev/stagecoach/plugin/check"
+)
+
+type misbehave struct{}
+
+func (misbehave) Check(_ context.Context, req check.Request) (check.Result, error) {
+	switch mode := req.Config["mode"]; mode {
+	case "panic":
+		panic("misbehave: told to panic")
+	case "exit":
+		os.Exit(2)
+	case "hang":
+		select {}
+	case "error":
+		return check.Result{}, errors.New("misbehave: told to fail")
+	case "log":
+		log.Printf("[WARN] misbehave: checking %s", req.Digest)
+		fmt.Fprintln(os.Stderr, "misbehave: via os.Stderr")
+		return check.Result{Passed: true, Message: "logged"}, nil
+	case "echo":
+		b, err := json.Marshal(req)
+		if err != nil {
+			return check.Result{}, err
+		}
+		return check.Result{Passed: true, Message: string(b)}, nil
+	default:
+		return check.Result{}, fmt.Errorf("unknown mode %q", mode)
+	}
+	return check.Result{}, nil
+}
+
+func main() {
+	// No timestamp, so the controller sees the [WARN] prefix go-plugin reads levels from.
+	log.SetFlags(0)
+	check.Serve(misbehave{})
+}
