@@ -84,6 +84,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	stages := &StageReconciler{
 		Identity:             whoAmI(ctx, mgr.GetClient()),
 		Registry:             &registry.Lister{},
+		CheckPluginDir:       opts.CheckPluginDir,
 		Client:               mgr.GetClient(),
 		APIReader:            mgr.GetAPIReader(),
 		RESTMapper:           mgr.GetRESTMapper(),

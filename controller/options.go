@@ -31,6 +31,8 @@ type Options struct {
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
+	// CheckPluginDir holds the check plugin binaries Stages name (spec...checks[].plugin.name).
+	CheckPluginDir string
 
 	// Not flags: hooks for tests that run several managers in one process, or count what the
 	// controller writes.
@@ -49,6 +51,7 @@ func DefaultOptions() Options {
 		HooksBindAddress:       ":8082",
 		LeaderElectionID:       "stagecoach-controller.stagecoach.dev",
 		ApplierRetryInterval:   30 * time.Second,
+		CheckPluginDir:         "/var/run/stagecoach/plugins",
 	}
 }
 
@@ -75,6 +78,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Secret (namespace/name) whose key 'token' is the bearer token of the Argo CD notifications webhook; empty disables /hooks/argocd.")
 	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
+	fs.StringVar(&o.CheckPluginDir, "check-plugin-dir", o.CheckPluginDir,
+		"Directory of the check plugin binaries that Stages name; each runs only if its SHA-256 matches the Stage's.")
 }
 
 // Validate reports the first bad option, naming the flag and what it accepts.

@@ -18,6 +18,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
 )
 
 // historyLimit bounds status.history; older entries live in the records.
@@ -236,6 +237,20 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 			return false, run.wait(ctx, p, "waiting: "+strings.Join(msgs, "; "))
 		}
 		gates = results
+		if checks := preApplyChecks(stage); len(checks) > 0 {
+			results, failed, done := run.runChecks(p, checks, plugincheck.PhasePreApply)
+			if !done {
+				return false, run.wait(ctx, p, "waiting: running the checks before apply ("+checkNames(checks)+")")
+			}
+			run.r.checks.forget(p, plugincheck.PhasePreApply)
+			if failed != "" {
+				run.event(p, corev1.EventTypeWarning, ReasonCheckFailed, "Promotion %s not applied: %s", p.Name, failed)
+				before := p.DeepCopy()
+				p.Status.Gates = append(gates, results...)
+				return false, run.finishFrom(ctx, before, p, stagecoachv1.PhaseFailed, "not applied: "+failed)
+			}
+			gates = append(gates, results...)
+		}
 	}
 
 	version := p.Spec.Version
@@ -296,6 +311,22 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 	case plan.StepWait:
 		p.Status.Message = d.Message
 	case plan.StepVerify:
+		if checks := verificationChecks(stage); len(checks) > 0 {
+			results, failed, done := run.runChecks(p, checks, plugincheck.PhasePostApply)
+			if !done {
+				p.Status.Message = d.Message + "; running the verification checks (" + checkNames(checks) + ")"
+				return 0, run.patchPromotion(ctx, before, p)
+			}
+			// Record the verdicts first: verifying or failing patches from a copy taken later.
+			p.Status.Gates = append(p.Status.Gates, results...)
+			if err := run.patchPromotion(ctx, before, p); err != nil {
+				return 0, err
+			}
+			run.r.checks.forget(p, plugincheck.PhasePostApply)
+			if failed != "" {
+				return 0, run.failed(ctx, p, ReasonCheckFailed, "landed, but "+failed)
+			}
+		}
 		return 0, run.verified(ctx, p, d.Message)
 	case plan.StepFail:
 		return 0, run.failed(ctx, p, d.Reason, d.Message)
@@ -680,4 +711,18 @@ func soonest(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+func preApplyChecks(stage *stagecoachv1.Stage) []stagecoachv1.Check {
+	if stage.Spec.Promotion == nil {
+		return nil
+	}
+	return stage.Spec.Promotion.Checks
+}
+
+func verificationChecks(stage *stagecoachv1.Stage) []stagecoachv1.Check {
+	if stage.Spec.Verification == nil {
+		return nil
+	}
+	return stage.Spec.Verification.Checks
 }

@@ -45,6 +45,10 @@ type StageReconciler struct {
 	// Registry lists the tags of registry sources.
 	Registry *registry.Lister
 
+	// CheckPluginDir holds the check plugins Stages name.
+	CheckPluginDir string
+
+	checks     *checkRuns
 	listings   registryListings
 	watcher    *applierWatcher
 	hookEvents chan event.GenericEvent

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/check"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
@@ -100,6 +101,7 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
+	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir}, baseCtx: ctx, wake: r.wake}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").
 		For(&stagecoachv1.Stage{}, builder.WithPredicates(predicate.Or(

@@ -57,6 +57,12 @@ type runningController struct {
 // earlier through stop). Writes of a revision to an Application are counted.
 func startController(t *testing.T, patches *atomic.Int32) *runningController {
 	t.Helper()
+	return startControllerWith(t, patches, nil)
+}
+
+// startControllerWith is startController with more options set by mutate.
+func startControllerWith(t *testing.T, patches *atomic.Int32, mutate func(*controller.Options)) *runningController {
+	t.Helper()
 	if patches == nil {
 		patches = &atomic.Int32{}
 	}
@@ -80,6 +86,9 @@ func startController(t *testing.T, patches *atomic.Int32) *runningController {
 		o.ApplierRetryInterval = 500 * time.Millisecond
 		o.SkipNameValidation = true // one manager per test, in one process
 		o.NewClient = countingClient
+		if mutate != nil {
+			mutate(o)
+		}
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	stopped := false
