@@ -96,6 +96,7 @@ type Verdict struct {
 
 // Verifier checks cosign signatures of image digests against trusted public keys, offline
 // (no transparency log), for both legacy .sig signatures and Sigstore bundle referrers.
+// It is safe for concurrent use.
 type Verifier struct {
 	keys        []trustedKey
 	fingerprint string
