@@ -35,7 +35,7 @@ const defaultConcurrency = 4
 // signatures, attestations, SBOMs and referrer index; they are never versions.
 var signatureTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}(\.(sig|att|sbom))?$`)
 
-// Lister lists candidate versions. The zero value is ready to use.
+// Lister lists candidate versions. The zero value is ready to use; it is safe for concurrent use.
 type Lister struct {
 	// Transport is the base HTTP transport; nil means http.DefaultTransport.
 	Transport http.RoundTripper
