@@ -62,6 +62,8 @@ $(CONTROLLER_GEN):
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
 
 .PHONY: bench
-bench: envtest-assets ## Measure reaction latency (engine signal -> Stagecoach) on a real API server; prints p50/p99.
+bench: envtest-assets ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification and check costs.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
+	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
+	go test -run '^$$' -bench . -benchmem ./internal/check

@@ -15,8 +15,9 @@ import (
 )
 
 // promoteGates evaluates the gates a version must pass before it is applied, for automation and
-// for a person's Promotion alike: time windows (a break-glass Promotion passes them, as it
-// passes a Freeze), approvals and dependencies. It returns the blocks and every gate's verdict.
+// for a person's Promotion alike: its signature (for a registry source with verify), time
+// windows (a break-glass Promotion passes them, as it passes a Freeze), approvals and
+// dependencies. It returns the blocks and every gate's verdict.
 func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakGlass bool) ([]stagecoachv1.GateBlock, []stagecoachv1.GateResult, error) {
 	stage := run.stage
 	var blocks []stagecoachv1.GateBlock
@@ -32,6 +33,13 @@ func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakG
 			msgs = append(msgs, b.Message)
 		}
 		results = append(results, stagecoachv1.GateResult{Gate: gate, Message: strings.Join(msgs, "; ")})
+	}
+	if src := stage.Spec.Source.Registry; src != nil && src.Verify != nil {
+		block, passed, err := run.r.signatureBlock(ctx, stage, digest, run.now)
+		if err != nil {
+			return nil, nil, err
+		}
+		verdict(GateSignature, asList(block), passed)
 	}
 	if policy := stage.Spec.Promotion; policy != nil && len(policy.Windows) > 0 {
 		if breakGlass {

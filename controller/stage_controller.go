@@ -23,6 +23,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
 // StageReconciler keeps a Stage's status: for now, whether its applier can be used.
@@ -49,6 +50,7 @@ type StageReconciler struct {
 	CheckPluginDir string
 
 	checks     *checkRuns
+	verdicts   *verify.Cache
 	listings   registryListings
 	watcher    *applierWatcher
 	hookEvents chan event.GenericEvent

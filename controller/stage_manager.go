@@ -23,6 +23,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
 // applierIndexKey indexes Stages by the applier they name ("<group>/<Kind>/<name>"), so that an
@@ -101,6 +102,7 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
+	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
 	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir}, baseCtx: ctx, wake: r.wake}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").

@@ -13,10 +13,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
 // testRegistry is an in-memory OCI registry on 127.0.0.1.
@@ -27,7 +29,7 @@ type testRegistry struct {
 
 func newTestRegistry(t *testing.T) *testRegistry {
 	t.Helper()
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(true)))
 	t.Cleanup(srv.Close)
 	return &testRegistry{server: srv, repo: strings.TrimPrefix(srv.URL, "http://") + "/deploy/payments"}
 }
@@ -99,4 +101,87 @@ func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
 	eventuallyBlockedBy(t, ns, "dev", plan.GateSource, "cannot reach registry", reg.repo)
 	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy[0].Reason).To(Equal("RegistryUnreachable"))
 	g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(2))
+}
+
+// Only versions a trusted key signed (legacy .sig or bundle) are offered; an unsigned version, or
+// one carrying another digest's signature, is blocked with the reason and never promoted, even
+// when a person asks.
+func TestSignaturesGateRegistryVersions(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	release := verifytest.NewKeyPair(t)
+	other := verifytest.NewKeyPair(t)
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cosign-keys"},
+		Data: map[string][]byte{"release.pub": release.PublicPEM, "README": []byte("not a key")}})).To(Succeed())
+	ask := func() {
+		stage := getStage(g, t.Context(), ns, "dev")
+		if stage.Annotations == nil {
+			stage.Annotations = map[string]string{}
+		}
+		stage.Annotations[stagecoachv1.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
+		g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+	}
+	digestOf := func(ref string) string { return ref[strings.Index(ref, "@")+1:] }
+
+	v1 := verifytest.PushRandomImage(t, reg.repo, "v1.0.0")
+	verifytest.SignLegacy(t, t.Context(), v1, release)
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo,
+			Interval: &metav1.Duration{Duration: time.Hour},
+			Verify:   &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: "cosign-keys"}}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	var first stagecoachv1.Promotion
+	g.Eventually(func(g Gomega) {
+		list := promotionsOf(g, t, ns, "dev")
+		g.Expect(list).To(HaveLen(1))
+		first = list[0]
+	}, timeout, interval).Should(Succeed())
+	g.Expect(first.Spec.Version.Digest).To(Equal(digestOf(v1)))
+	app.deploy(digestOf(v1), false, "Succeeded", "Healthy")
+	done := eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+	g.Expect(done.Status.Gates).To(ContainElement(And(HaveField("Gate", "signature"), HaveField("Passed", true),
+		HaveField("Message", ContainSubstring("legacy")))))
+
+	// Unsigned: blocked, never promoted.
+	v2 := verifytest.PushRandomImage(t, reg.repo, "v2.0.0")
+	ask()
+	eventuallyBlockedBy(t, ns, "dev", "signature", digestOf(v2))
+	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy).To(ContainElement(HaveField("Reason", "SignatureMissing")))
+
+	// Signed by an untrusted key, or carrying v1's signature: blocked as invalid.
+	v3 := verifytest.PushRandomImage(t, reg.repo, "v3.0.0")
+	verifytest.SignBundle(t, t.Context(), v3, other)
+	ask()
+	eventuallyBlockedBy(t, ns, "dev", "signature", digestOf(v3))
+	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy).To(ContainElement(HaveField("Reason", "SignatureInvalid")))
+	v4 := verifytest.PushRandomImage(t, reg.repo, "v4.0.0")
+	verifytest.CopyLegacySignature(t, v1, v4)
+	ask()
+	eventuallyBlockedBy(t, ns, "dev", "signature", digestOf(v4))
+	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy).To(ContainElement(HaveField("Reason", "SignatureInvalid")))
+
+	// A person cannot promote the unsigned version either.
+	newPromotion(t, ns, "dev-v2", "dev", stagecoachv1.ActionPromote, digestOf(v2), "v2.0.0")
+	g.Eventually(func(g Gomega) {
+		p := getPromotion(g, t.Context(), ns, "dev-v2")
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		g.Expect(p.Status.Message).To(ContainSubstring("waiting: signature:"))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(app.desiredRevision(app.get())).To(Equal(digestOf(v1)))
+	g.Expect(env.Client.Delete(t.Context(), getPromotion(g, t.Context(), ns, "dev-v2"))).To(Succeed())
+
+	// A bundle from the trusted key: offered and promoted.
+	v5 := verifytest.PushRandomImage(t, reg.repo, "v5.0.0")
+	verifytest.SignBundle(t, t.Context(), v5, release)
+	ask()
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotionsOf(g, t, ns, "dev")).To(ContainElement(HaveField("Spec.Version.Digest", digestOf(v5))))
+	}, timeout, interval).Should(Succeed())
+	for _, p := range promotionsOf(g, t, ns, "dev") {
+		g.Expect(p.Spec.Version.Digest).NotTo(BeElementOf(digestOf(v2), digestOf(v3), digestOf(v4)))
+	}
 }
