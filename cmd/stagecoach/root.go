@@ -15,7 +15,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newControllerCommand(), newPlanCommand(), newVersionCommand())
+	root.AddCommand(newControllerCommand(), newPlanCommand(), newCMPCommand(nil), newVersionCommand())
 	return root
 }
 
