@@ -50,7 +50,7 @@ func readAppConfig(dir, rel string) (AppConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return AppConfig{}, fmt.Errorf("%s: %s", rel, oneLine(yamlLinePrefix.ReplaceAllString(err.Error(), "")))
+		return AppConfig{}, yamlError(rel, rel, err)
 	}
 	if strings.TrimSpace(cfg.Stage) == "" {
 		return AppConfig{}, fmt.Errorf("%s: stage is empty: set `stage: <name of the Stage>`", rel)

@@ -18,9 +18,18 @@ type document struct {
 }
 
 var (
-	yamlLinePrefix = regexp.MustCompile(`^yaml: (line \d+: )?`)
+	yamlLinePrefix = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?(line \d+: )?`)
 	yamlLine       = regexp.MustCompile(`line (\d+)`)
 )
+
+// yamlError names the file and the line the parser's error points at (else fallback).
+func yamlError(name, fallback string, err error) error {
+	where := fallback
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		where = name + ":" + m[1]
+	}
+	return fmt.Errorf("%s: %s", where, oneLine(yamlLinePrefix.ReplaceAllString(err.Error(), "")))
+}
 
 // parseManifests parses a YAML (or JSON) stream of Kubernetes objects. name is how errors name the
 // stream; errors carry the line where the parser gives one. Lists (kind: *List) are flattened.
@@ -34,7 +43,7 @@ func parseManifests(data []byte, name string) ([]document, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s", locateYAMLError(name, err), oneLine(yamlLinePrefix.ReplaceAllString(err.Error(), "")))
+			return nil, yamlError(name, name, err)
 		}
 		if len(doc.Content) == 0 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
 			continue // an empty document, e.g. a template that rendered nothing
@@ -47,7 +56,7 @@ func parseManifests(data []byte, name string) ([]document, error) {
 		// Decoding catches what the node parser lets through (duplicate keys, bad merges).
 		var probe map[string]any
 		if err := obj.Decode(&probe); err != nil {
-			return nil, fmt.Errorf("%s: %s", where, oneLine(yamlLinePrefix.ReplaceAllString(err.Error(), "")))
+			return nil, yamlError(name, where, err)
 		}
 		found, err := objectDocuments(obj, where)
 		if err != nil {
@@ -55,14 +64,6 @@ func parseManifests(data []byte, name string) ([]document, error) {
 		}
 		docs = append(docs, found...)
 	}
-}
-
-// locateYAMLError returns "name:line" when the parser's error carries a line.
-func locateYAMLError(name string, err error) string {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		return name + ":" + m[1]
-	}
-	return name
 }
 
 // objectDocuments checks that obj is a Kubernetes object and flattens a List into its items.
@@ -135,6 +136,21 @@ func stringNode(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 }
 
+// oneLine folds a multi-line library error into one line: Argo CD shows the plugin's stderr.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if !strings.HasSuffix(b.String(), ":") {
+				b.WriteString(";")
+			}
+			b.WriteString(" ")
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }

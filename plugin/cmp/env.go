@@ -113,7 +113,7 @@ func readParameters(lookup LookupEnv) (Parameters, error) {
 	var p Parameters
 	for _, param := range list {
 		kind := func(want string) error {
-			return fmt.Errorf("plugin parameter %q must be a %s: set it as `%s:` in spec.source.plugin.parameters", param.Name, want, want)
+			return fmt.Errorf("plugin parameter %q must be given as `%s:` in spec.source.plugin.parameters", param.Name, want)
 		}
 		switch param.Name {
 		case ParamValuesFiles:

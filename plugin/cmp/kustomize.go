@@ -82,7 +82,7 @@ func checkKustomization(dir, root string, seen map[string]bool) error {
 			if info.IsDir() {
 				real, err := resolveInside(path, root)
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %s entry %q: %w", relTo(root, file), field, ref, err)
 				}
 				if err := checkKustomization(real, root, seen); err != nil {
 					return err

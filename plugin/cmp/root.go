@@ -88,6 +88,9 @@ func resolveInside(path, root string) (string, error) {
 		return "", fmt.Errorf("failed to resolve %s: %w", relTo(root, path), err)
 	}
 	if !within(real, root) {
+		if abs, _ := filepath.Abs(path); abs == real {
+			return "", fmt.Errorf("%s is outside the repository root %s: the stagecoach plugin reads only files inside the repository", path, root)
+		}
 		return "", fmt.Errorf("%s resolves to %s, outside the repository root %s: the stagecoach plugin reads only files inside the repository, replace the symlink with the file", relTo(root, path), real, root)
 	}
 	return real, nil
