@@ -16,7 +16,7 @@ type Options struct {
 	Dir string
 	// RepoRoot bounds every file read. Empty derives it (see locate).
 	RepoRoot string
-	// Env reads Argo CD's environment (os.LookupEnv in the binary).
+	// Env reads Argo CD's environment (os.LookupEnv in the binary); nil reads nothing.
 	Env LookupEnv
 	// VerifyDigest, when set, checks the signature of each declared image at the promoted digest
 	// (imageRef is "<repository>@sha256:...") before anything is rendered. nil renders unverified.
@@ -50,6 +50,9 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 		return nil, err
 	}
 	rel := relTo(root, appDir)
+	if err := checkSymlinks(appDir, root); err != nil {
+		return nil, err
+	}
 	cfg, err := readAppConfig(appDir, relTo(root, filepath.Join(appDir, ConfigFileName)))
 	if err != nil {
 		return nil, err
@@ -62,9 +65,6 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 		return nil, fmt.Errorf("%s is %s but %s declares no images to pin it to: list the repositories under images", EnvDigest, env.Digest, relTo(root, filepath.Join(appDir, ConfigFileName)))
 	}
 	if err := verify(ctx, opts.VerifyDigest, declared, env.Digest); err != nil {
-		return nil, err
-	}
-	if err := checkSymlinks(appDir, root); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
