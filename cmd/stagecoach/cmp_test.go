@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/spf13/cobra"
+)
+
+const cmpTestDigest = "sha256:89abcdef0123456789abcdef0123456789abcdef0123456789abcdef01234567"
+
+// argoCDEnv sets what Argo CD's repo-server gives the plugin (reposerver/repository/repository.go)
+// for the fixture app at appPath, plus extra.
+func argoCDEnv(t *testing.T, appPath string, extra map[string]string) {
+	t.Helper()
+	env := map[string]string{
+		"ARGOCD_APP_NAME": "payments", "ARGOCD_APP_NAMESPACE": "payments-prod", "ARGOCD_APP_PROJECT_NAME": "default",
+		"ARGOCD_APP_REVISION": "0123456789abcdef0123456789abcdef01234567", "ARGOCD_APP_REVISION_SHORT": "0123456",
+		"ARGOCD_APP_SOURCE_REPO_URL": "https://git.example/repo.git", "ARGOCD_APP_SOURCE_PATH": appPath,
+		"ARGOCD_APP_SOURCE_TARGET_REVISION": "main", "KUBE_VERSION": "1.35.4", "KUBE_API_VERSIONS": "v1,apps/v1",
+		"ARGOCD_ENV_STAGECOACH_DIGEST": "", "ARGOCD_ENV_STAGECOACH_VERSION": "", "ARGOCD_APP_PARAMETERS": "",
+		verifyKeysDirEnv: "",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+// runCMPGenerate runs `stagecoach cmp generate` in dir; newVerifier nil uses the binary's own root command.
+func runCMPGenerate(t *testing.T, dir string, newVerifier digestVerifierFactory, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	t.Chdir(dir)
+	root := newRootCommand()
+	if newVerifier != nil {
+		root = &cobra.Command{Use: "stagecoach", SilenceUsage: true, SilenceErrors: true}
+		root.AddCommand(newCMPCommand(newVerifier))
+	}
+	var out, errOut bytes.Buffer
+	root.SetArgs(append([]string{"cmp", "generate"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err = root.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
+}
+
+func fixtureApp(t *testing.T, app string) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "plugin", "cmp", "testdata", "repo", app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestCMPGenerate(t *testing.T) {
+	refuse := func(keysDir string) (func(context.Context, string) error, error) {
+		return func(_ context.Context, ref string) error { return errors.New("no signature found under " + keysDir) }, nil
+	}
+	accept := func(string) (func(context.Context, string) error, error) {
+		return func(context.Context, string) error { return nil }, nil
+	}
+	cases := []struct {
+		name        string
+		app         string
+		extra       map[string]string
+		newVerifier digestVerifierFactory
+		args        []string
+		wantOut     []string
+		wantErr     string
+	}{
+		{name: "plain", app: "apps/plain",
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest, "ARGOCD_ENV_STAGECOACH_VERSION": "v2.0.0"},
+			wantOut: []string{"image: registry.example/payments@" + cmpTestDigest, "image: registry.example/envoy:1.30", "stagecoach.dev/stage: payments", "stagecoach.dev/version: v2.0.0"}},
+		{name: "Kustomize", app: "apps/kustomize",
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest},
+			wantOut: []string{"image: registry.example/payments@" + cmpTestDigest, "image: redis:7.2", "stagecoach.dev/version: " + cmpTestDigest}},
+		{name: "Helm with parameters", app: "apps/helm",
+			extra: map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest,
+				"ARGOCD_APP_PARAMETERS": `[{"name":"values-files","array":["values-prod.yaml"]},{"name":"helm-parameters","map":{"greeting":"hi, prod"}}]`},
+			wantOut: []string{"name: payments-settings", "namespace: payments-prod", "replicas: 4", `greeting: "hi, prod"`, "image: registry.example/api@" + cmpTestDigest}},
+		{name: "PARAM_* variables", app: "apps/helm",
+			extra:   map[string]string{"PARAM_VALUES_FILES_0": "values-prod.yaml"},
+			wantOut: []string{"replicas: 4"}},
+		{name: "malformed YAML", app: "apps/malformed",
+			wantErr: "apps/malformed/b-bad.yaml:12: mapping values are not allowed in this context"},
+		{name: "bad digest", app: "apps/plain", extra: map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": "sha256:1234"},
+			wantErr: `ARGOCD_ENV_STAGECOACH_DIGEST "sha256:1234" is not a digest`},
+		{name: "keys configured by flag but no verifier in this binary", app: "apps/plain", args: []string{"--verify-keys-dir=/keys"},
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest},
+			wantErr: "verification keys are configured (/keys) but this stagecoach binary has no signature verifier: refusing to render unverified"},
+		{name: "keys configured by env but no verifier in this binary", app: "apps/plain",
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest, verifyKeysDirEnv: "/keys"},
+			wantErr: "verification keys are configured (/keys)"},
+		{name: "unsigned digest refused", app: "apps/plain", newVerifier: refuse,
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest, verifyKeysDirEnv: "/keys"},
+			wantErr: "refusing to render registry.example/payments@" + cmpTestDigest + ": its signature does not verify: no signature found under /keys"},
+		{name: "the flag wins over the env", app: "apps/plain", newVerifier: refuse, args: []string{"--verify-keys-dir=/flag-keys"},
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest, verifyKeysDirEnv: "/keys"},
+			wantErr: "no signature found under /flag-keys"},
+		{name: "verified digest renders", app: "apps/plain", newVerifier: accept,
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest, verifyKeysDirEnv: "/keys"},
+			wantOut: []string{"image: registry.example/payments@" + cmpTestDigest}},
+		{name: "keys that do not load", app: "apps/plain",
+			newVerifier: func(dir string) (func(context.Context, string) error, error) {
+				return nil, errors.New("no keys in " + dir)
+			},
+			extra:   map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": cmpTestDigest, verifyKeysDirEnv: "/keys"},
+			wantErr: "failed to load the verification keys in /keys: no keys in /keys"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			argoCDEnv(t, tc.app, tc.extra)
+			out, errOut, err := runCMPGenerate(t, fixtureApp(t, tc.app), tc.newVerifier, tc.args...)
+			g.Expect(errOut).To(BeEmpty())
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				g.Expect(err.Error()).NotTo(ContainSubstring("\n"), "main prints it as one line on stderr")
+				g.Expect(out).To(BeEmpty(), "nothing on stdout when the render fails")
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, want := range tc.wantOut {
+				g.Expect(out).To(ContainSubstring(want))
+			}
+		})
+	}
+}
+
+func TestCMPGenerateRefusesAnAppDirectoryThatEscapes(t *testing.T) {
+	g := NewWithT(t)
+	tmp := t.TempDir()
+	outside := filepath.Join(tmp, "outside")
+	g.Expect(os.MkdirAll(outside, 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(outside, ".stagecoach.yaml"), []byte("stage: x\n"), 0o644)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(outside, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644)).To(Succeed())
+	g.Expect(os.MkdirAll(filepath.Join(tmp, "repo", "apps"), 0o755)).To(Succeed())
+	g.Expect(os.Symlink("../../outside", filepath.Join(tmp, "repo", "apps", "web"))).To(Succeed())
+
+	argoCDEnv(t, "apps/web", nil)
+	out, _, err := runCMPGenerate(t, filepath.Join(tmp, "repo", "apps", "web"), nil)
+	g.Expect(err).To(MatchError(ContainSubstring("outside the repository root " + filepath.Join(tmp, "repo"))))
+	g.Expect(out).To(BeEmpty())
+	g.Expect(strings.Count(err.Error(), "\n")).To(BeZero())
+}
