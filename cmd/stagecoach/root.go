@@ -15,7 +15,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newControllerCommand(), newPlanCommand(), newCMPCommand(nil), newPromoteCommand(), newApproveCommand(),
+	root.AddCommand(newControllerCommand(), newPlanCommand(), newCMPCommand(cosignVerifier), newPromoteCommand(), newApproveCommand(),
 		newRollbackCommand(), newFreezeCommand(), newUnfreezeCommand(), newVersionCommand())
 	return root
 }
