@@ -218,7 +218,6 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 			return false, run.wait(ctx, p, "waiting: "+held+"; a break-glass Promotion may start")
 		}
 		breakGlass = "started with break-glass although " + held
-		run.event(stage, corev1.EventTypeWarning, "BreakGlass", "Promotion %s %s", p.Name, breakGlass)
 	}
 
 	// A rollback returns to what ran before and passes the gates; a promote passes them first.
@@ -275,6 +274,8 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 	p.Status.Message = "started"
 	if breakGlass != "" {
 		p.Status.Message = breakGlass
+		// Said once, when it starts (not while other gates still hold it).
+		run.event(stage, corev1.EventTypeWarning, "BreakGlass", "Promotion %s %s", p.Name, breakGlass)
 	}
 	return true, run.patchPromotion(ctx, before, p)
 }
