@@ -61,12 +61,7 @@ func TestApprovalsCountWithoutThePromoter(t *testing.T) {
 	}, time.Second, interval).Should(Succeed())
 
 	newApproval(t, ns, "by-bob", "prod", digest(1), "bob", "release-managers")
-	var auto stagecoachv1.Promotion
-	g.Eventually(func(g Gomega) {
-		list := promotionsOf(g, t, ns, "prod")
-		g.Expect(list).To(HaveLen(1))
-		auto = list[0]
-	}, timeout, interval).Should(Succeed())
+	auto := onlyPromotion(t, ns, "prod")
 	g.Expect(plan.IsAutomatic(&auto)).To(BeTrue())
 	g.Expect(auto.Spec.RequestedBy).NotTo(BeEmpty(), "automation names the controller's user")
 	prodApp.deploy(digest(1), false, "Succeeded", "Healthy")

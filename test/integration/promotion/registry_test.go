@@ -48,6 +48,31 @@ func (r *testRegistry) push(t *testing.T, tag string) string {
 	return d.String()
 }
 
+// askToLook sets stagecoach.dev/requested-at on a Stage, as a person does to make it look at its
+// source now.
+func askToLook(t *testing.T, ns, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	stage := getStage(g, t.Context(), ns, name)
+	if stage.Annotations == nil {
+		stage.Annotations = map[string]string{}
+	}
+	stage.Annotations[stagecoachv1.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
+	g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+}
+
+// onlyPromotion waits until the Stage has exactly one Promotion and returns it.
+func onlyPromotion(t *testing.T, ns, stage string) stagecoachv1.Promotion {
+	t.Helper()
+	var only stagecoachv1.Promotion
+	NewWithT(t).Eventually(func(g Gomega) {
+		list := promotionsOf(g, t, ns, stage)
+		g.Expect(list).To(HaveLen(1))
+		only = list[0]
+	}, timeout, interval).Should(Succeed())
+	return only
+}
+
 // A Stage with a registry source offers the newest tag meeting its semver constraint; a new tag
 // is picked up at once when a person sets stagecoach.dev/requested-at; a registry that is down
 // blocks the candidate with a reason and promotes nothing.
@@ -67,12 +92,7 @@ func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
 	})
 	startController(t, nil)
 
-	var first stagecoachv1.Promotion
-	g.Eventually(func(g Gomega) {
-		list := promotionsOf(g, t, ns, "dev")
-		g.Expect(list).To(HaveLen(1))
-		first = list[0]
-	}, timeout, interval).Should(Succeed())
+	first := onlyPromotion(t, ns, "dev")
 	g.Expect(first.Spec.Version).To(Equal(&stagecoachv1.VersionReference{Digest: v11, Tag: "v1.1.0"}))
 	g.Expect(v1).NotTo(Equal(v11))
 	app.deploy(v11, false, "Succeeded", "Healthy")
@@ -83,9 +103,7 @@ func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(1))
 	}, time.Second, interval).Should(Succeed())
-	stage := getStage(g, t.Context(), ns, "dev")
-	stage.Annotations = map[string]string{stagecoachv1.ReconcileRequestAnnotation: time.Now().Format(time.RFC3339Nano)}
-	g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+	askToLook(t, ns, "dev")
 	g.Eventually(func(g Gomega) {
 		list := promotionsOf(g, t, ns, "dev")
 		g.Expect(list).To(ContainElement(HaveField("Spec.Version.Digest", v12)))
@@ -95,9 +113,7 @@ func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
 
 	// The registry goes away: the candidate is blocked with the reason, nothing is promoted.
 	reg.server.Close()
-	stage = getStage(g, t.Context(), ns, "dev")
-	stage.Annotations[stagecoachv1.ReconcileRequestAnnotation] = time.Now().Add(time.Second).Format(time.RFC3339Nano)
-	g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+	askToLook(t, ns, "dev")
 	eventuallyBlockedBy(t, ns, "dev", plan.GateSource, "cannot reach registry", reg.repo)
 	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy[0].Reason).To(Equal("RegistryUnreachable"))
 	g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(2))
@@ -114,14 +130,7 @@ func TestSignaturesGateRegistryVersions(t *testing.T) {
 	other := verifytest.NewKeyPair(t)
 	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cosign-keys"},
 		Data: map[string][]byte{"release.pub": release.PublicPEM, "README": []byte("not a key")}})).To(Succeed())
-	ask := func() {
-		stage := getStage(g, t.Context(), ns, "dev")
-		if stage.Annotations == nil {
-			stage.Annotations = map[string]string{}
-		}
-		stage.Annotations[stagecoachv1.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
-		g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
-	}
+	ask := func() { askToLook(t, ns, "dev") }
 	digestOf := func(ref string) string { return ref[strings.Index(ref, "@")+1:] }
 
 	v1 := verifytest.PushRandomImage(t, reg.repo, "v1.0.0")
@@ -134,12 +143,7 @@ func TestSignaturesGateRegistryVersions(t *testing.T) {
 		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
 	})
 	startController(t, nil)
-	var first stagecoachv1.Promotion
-	g.Eventually(func(g Gomega) {
-		list := promotionsOf(g, t, ns, "dev")
-		g.Expect(list).To(HaveLen(1))
-		first = list[0]
-	}, timeout, interval).Should(Succeed())
+	first := onlyPromotion(t, ns, "dev")
 	g.Expect(first.Spec.Version.Digest).To(Equal(digestOf(v1)))
 	app.deploy(digestOf(v1), false, "Succeeded", "Healthy")
 	done := eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
