@@ -29,7 +29,7 @@ const (
 type Binaries struct {
 	KubeAPIServer, Etcd, Kubectl string
 	// ArgoCD is the multi-call binary; ArgoCDHack holds the helper scripts its repo-server execs.
-	ArgoCD, ArgoCDHack                                             string
+	ArgoCD, ArgoCDHack                                            string
 	SourceController, KustomizeController, NotificationController string
 	// Stagecoach is bin/stagecoach built from this checkout.
 	Stagecoach string

@@ -23,11 +23,11 @@ import (
 // pki is the control plane's key material: a CA, the API server's serving certificate, the
 // service-account signing key, and static bearer tokens per identity.
 type pki struct {
-	dir                        string
-	caCert, servingCert, key   string // files
-	saKey, saPub, tokens       string // files
-	caPEM                      []byte
-	adminToken, controllerToken  string
+	dir                         string
+	caCert, servingCert, key    string // files
+	saKey, saPub, tokens        string // files
+	caPEM                       []byte
+	adminToken, controllerToken string
 }
 
 // Identities with static tokens. The admin is the platform operator: cluster-admin, and in the
