@@ -20,8 +20,8 @@ const (
 	SourceControllerVersion       = "v1.9.0"
 	KustomizeControllerVersion    = "v1.9.6"
 	NotificationControllerVersion = "v1.9.3"
-	// argoCDToolchain is the Go toolchain Argo CD v3.6.x requires (its go.mod says go 1.27.0).
-	argoCDToolchain = "go1.27.3"
+	// goToolchain builds Argo CD v3.6.x (its go.mod says go 1.27.0) and Stagecoach (the Makefile's GOTOOLCHAIN).
+	goToolchain = "go1.27.3"
 )
 
 // Binaries are the programs and CRD folders a stack runs, all built or copied from the Go module
@@ -93,7 +93,7 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 
 	wrappers := filepath.Join(root, "test", "localstack", "build")
 	argocd := component{name: "argocd", version: ArgoCDVersion, module: "github.com/argoproj/argo-cd/v3",
-		pkg: "github.com/argoproj/argo-cd/v3/cmd", dir: filepath.Join(wrappers, "argocd"), toolchain: argoCDToolchain,
+		pkg: "github.com/argoproj/argo-cd/v3/cmd", dir: filepath.Join(wrappers, "argocd"), toolchain: goToolchain,
 		estimate: "about 7 minutes",
 		ldflags: "-X github.com/argoproj/argo-cd/v3/common.version=" + strings.TrimPrefix(ArgoCDVersion, "v") +
 			" -X github.com/argoproj/argo-cd/v3/common.gitTag=" + ArgoCDVersion +
@@ -149,7 +149,7 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	tmp := fmt.Sprintf("%s.%d.tmp", b.Stagecoach, os.Getpid())
 	gobuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, "./cmd/stagecoach")
 	gobuild.Dir = root
-	gobuild.Env = goEnv("")
+	gobuild.Env = goEnv(goToolchain)
 	gobuild.Stdout, gobuild.Stderr = progress, progress
 	if err := gobuild.Run(); err != nil {
 		return nil, fmt.Errorf("failed to build ./cmd/stagecoach in %s: %w", root, err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -104,7 +105,7 @@ func applyFiles(ctx context.Context, c client.Client, dir string, names ...strin
 
 // installCRDs applies the CRDs in dirs and waits until every one is Established.
 func installCRDs(ctx context.Context, c client.Client, dirs ...string) error {
-	var names []string
+	var crds []*unstructured.Unstructured
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -123,15 +124,25 @@ func installCRDs(ctx context.Context, c client.Client, dirs ...string) error {
 				return fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err)
 			}
 			for _, o := range objs {
-				if o.GetKind() != "CustomResourceDefinition" {
-					continue
+				if o.GetKind() == "CustomResourceDefinition" {
+					crds = append(crds, o)
 				}
-				if err := Apply(ctx, c, o); err != nil {
-					return err
-				}
-				names = append(names, o.GetName())
 			}
 		}
+	}
+	// Applied together: the API server takes a while per CRD (it rebuilds its OpenAPI), mostly waiting.
+	errs := make([]error, len(crds))
+	var wg sync.WaitGroup
+	for i, o := range crds {
+		wg.Go(func() { errs[i] = Apply(ctx, c, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(crds))
+	for _, o := range crds {
+		names = append(names, o.GetName())
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range names {

@@ -249,6 +249,12 @@ func (sc *Scenario) Get(g Gomega, apiVersion, kind, name string) *unstructured.U
 	return u
 }
 
+// Field reads a string field of an object ("" when missing), for assertions.
+func Field(u *unstructured.Unstructured, path ...string) string {
+	v, _, _ := unstructured.NestedString(u.Object, path...)
+	return v
+}
+
 // Timeline is when one promotion of one Stage reached each step, as seen by polling every 100 ms
 // (the status timestamps have only second resolution).
 type Timeline struct {

@@ -100,53 +100,58 @@ const FluxNamespace = "flux-system"
 
 // Start brings the whole stack up and waits until every component is ready. On error, whatever
 // started is stopped again.
-func Start(ctx context.Context, bin *Binaries, opts Options) (s *Stack, err error) {
+func Start(ctx context.Context, bin *Binaries, opts Options) (*Stack, error) {
 	if opts.Progress == nil {
 		opts.Progress = os.Stderr
 	}
 	if opts.Dir == "" {
+		var err error
 		if opts.Dir, err = os.MkdirTemp("", "stagecoach-e2e-"); err != nil {
 			return nil, err
 		}
 	}
-	s = &Stack{Bin: bin, Dir: opts.Dir, LogDir: filepath.Join(opts.Dir, "logs"), progress: opts.Progress, opts: opts,
+	s := &Stack{Bin: bin, Dir: opts.Dir, LogDir: filepath.Join(opts.Dir, "logs"), progress: opts.Progress, opts: opts,
 		binDir: filepath.Join(opts.Dir, "bin")}
-	defer func() {
-		if err != nil {
-			s.Stop()
-		}
-	}()
+	if err := s.startAll(ctx); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("%w (logs in %s)", err, s.LogDir)
+	}
+	return s, nil
+}
+
+func (s *Stack) startAll(ctx context.Context) error {
+	var err error
 	for _, d := range []string{s.LogDir, s.binDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	start := time.Now()
 	if err := s.startControlPlane(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	s.step("control plane ready in %s (kubeconfig %s)", time.Since(start).Round(time.Millisecond), s.Kubeconfig)
 
 	if err := s.install(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if s.fixtureLog, err = os.OpenFile(filepath.Join(s.LogDir, Fixtures+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if s.Registry, err = startRegistry(s.fixtureLog); err != nil {
-		return nil, err
+		return err
 	}
 	if s.Git, err = startGitServer(filepath.Join(s.Dir, "git"), s.fixtureLog); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.startEngines(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.StartController(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	s.step("stack ready in %s (logs in %s)", time.Since(start).Round(time.Millisecond), s.LogDir)
-	return s, nil
+	return nil
 }
 
 func (s *Stack) step(format string, args ...any) {
@@ -235,6 +240,7 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := installCRDs(ctx, s.Client, s.Bin.StagecoachCRDs, s.Bin.ArgoCDCRDs, s.Bin.FluxCRDs); err != nil {
 		return err
 	}
+	s.step("CRDs established in %s", time.Since(start).Round(time.Millisecond))
 	manifests := filepath.Join(s.Bin.RepoRoot, "manifests")
 	if err := applyFiles(ctx, s.Client, filepath.Join(manifests, "rbac")); err != nil {
 		return err
@@ -349,18 +355,13 @@ func (s *Stack) startEngines(ctx context.Context) error {
 	redisAddr, repoAddr := addr(0), addr(1)
 	s.FluxEvents, s.FluxReceiver = addr(5), addr(6)
 
-	type ready struct {
-		p     *Process
-		what  string
-		check func(context.Context) error
-	}
-	var waits []ready
+	var waits []readiness
 	run := func(spec processSpec, what string, check func(context.Context) error) error {
 		p, err := s.start(spec)
 		if err != nil {
 			return err
 		}
-		waits = append(waits, ready{p, what, check})
+		waits = append(waits, readiness{p, what, check})
 		return nil
 	}
 
@@ -398,6 +399,10 @@ func (s *Stack) startEngines(ctx context.Context) error {
 		return err
 	}
 
+	if s.Bin.SourceController == "" {
+		// A Binaries without Flux runs an Argo CD-only stack.
+		return s.waitAll(ctx, waits, start)
+	}
 	fluxEnv := []string{"RUNTIME_NAMESPACE=" + FluxNamespace}
 	common := []string{"--enable-leader-election=false", "--log-encoding=console", "--log-level=info"}
 	storage := filepath.Join(s.Dir, "flux-storage")
@@ -419,13 +424,25 @@ func (s *Stack) startEngines(ctx context.Context) error {
 		events, "--metrics-addr="+addr(11), "--health-addr="+addr(12))}, "GET /readyz", httpOK(nil, "http://"+addr(12)+"/readyz")); err != nil {
 		return err
 	}
+	return s.waitAll(ctx, waits, start)
+}
+
+// readiness is how to tell that a started process is ready.
+type readiness struct {
+	p     *Process
+	what  string
+	check func(context.Context) error
+}
+
+func (s *Stack) waitAll(ctx context.Context, waits []readiness, start time.Time) error {
+	var names []string
 	for _, w := range waits {
 		if err := w.p.waitReady(ctx, 60*time.Second, w.what, w.check); err != nil {
 			return err
 		}
+		names = append(names, w.p.Name)
 	}
-	s.step("Argo CD %s and Flux (source %s, kustomize %s, notification %s) ready in %s", ArgoCDVersion,
-		SourceControllerVersion, KustomizeControllerVersion, NotificationControllerVersion, time.Since(start).Round(time.Millisecond))
+	s.step("%s ready in %s", strings.Join(names, ", "), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
