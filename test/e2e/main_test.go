@@ -35,9 +35,16 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: starting the stack failed:", err)
 		return 1
 	}
-	defer env.Stop()
-	report("stack: binaries ready in %s, stack started in %s (logs in %s)", built.Round(time.Second), (time.Since(start) - built).Round(time.Millisecond), env.LogDir)
-	return m.Run()
+	report("stack: binaries ready in %s, stack started in %s", built.Round(time.Second), (time.Since(start) - built).Round(time.Millisecond))
+	code := m.Run()
+	env.Stop()
+	if code == 0 {
+		// etcd data, registry contents and logs of a passing run are of no further use.
+		_ = os.RemoveAll(env.Dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "e2e: logs of every component are kept in", env.LogDir)
+	}
+	return code
 }
 
 // report prints a line that testsum shows even when every test passes (lead times, latencies).

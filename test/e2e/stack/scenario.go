@@ -259,25 +259,26 @@ func Field(u *unstructured.Unstructured, path ...string) string {
 // (the status timestamps have only second resolution).
 type Timeline struct {
 	Stage, Promotion, Digest string
-	// Created is when the Promotion was created (by the test, or first seen when automation made it).
-	Created, Applied, Landed, Verified time.Time
+	// Requested is when the version was asked for: the test created the Promotion, or the version
+	// became eligible (upstream Verified) for an automatic one.
+	Requested, Applied, Landed, Verified time.Time
 }
 
-// LeadTime is Promotion created → Verified.
-func (tl Timeline) LeadTime() time.Duration { return tl.Verified.Sub(tl.Created) }
+// LeadTime is requested → Verified.
+func (tl Timeline) LeadTime() time.Duration { return tl.Verified.Sub(tl.Requested) }
 
 func (tl Timeline) String() string {
 	r := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
-	return fmt.Sprintf("%-8s lead time %7s  (created→applied %s [Stagecoach], applied→landed %s [engine], landed→verified %s [grace])",
-		tl.Stage, r(tl.LeadTime()), r(tl.Applied.Sub(tl.Created)), r(tl.Landed.Sub(tl.Applied)), r(tl.Verified.Sub(tl.Landed)))
+	return fmt.Sprintf("%-8s lead time %7s  (requested→applied %s [Stagecoach], applied→landed %s [engine], landed→verified %s [grace])",
+		tl.Stage, r(tl.LeadTime()), r(tl.Applied.Sub(tl.Requested)), r(tl.Landed.Sub(tl.Applied)), r(tl.Verified.Sub(tl.Landed)))
 }
 
 // WaitVerified waits until stage runs digest and is Verified, following the Promotion that
-// carries it; created is when the test created that Promotion (zero for automation's, which is
-// then timed from when it is first seen).
-func (sc *Scenario) WaitVerified(stage, digest string, created time.Time) Timeline {
+// carries it. requested is when the version was asked for (see Timeline); when zero, it is when
+// the Promotion is first seen.
+func (sc *Scenario) WaitVerified(stage, digest string, requested time.Time) Timeline {
 	sc.T.Helper()
-	tl := Timeline{Stage: stage, Digest: digest, Created: created}
+	tl := Timeline{Stage: stage, Digest: digest, Requested: requested}
 	seen := func(t *time.Time, ok bool) {
 		if ok && t.IsZero() {
 			*t = time.Now()
@@ -292,7 +293,7 @@ func (sc *Scenario) WaitVerified(stage, digest string, created time.Time) Timeli
 				continue
 			}
 			tl.Promotion = p.Name
-			seen(&tl.Created, true)
+			seen(&tl.Requested, true)
 			seen(&tl.Applied, p.Status.AppliedAt != nil)
 			seen(&tl.Landed, p.Status.LandedAt != nil)
 			g.Expect(p.Status.Phase).NotTo(BeElementOf(stagecoachv1.PhaseFailed, stagecoachv1.PhaseRolledBack, stagecoachv1.PhaseAborted),
