@@ -37,34 +37,54 @@ verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (che
 		diff -ru "$$snapshot/$$f" "$$f" | head -40; \
 		echo "generated file $$f was stale: 'make generate' has rewritten it; review and commit the result"; exit 1; }; done
 	@go mod tidy -diff >/dev/null || { go mod tidy -diff | head -40; echo "go.mod/go.sum are stale: run 'go mod tidy'"; exit 1; }
+	@cd test/e2e && { go mod tidy -diff >/dev/null || { go mod tidy -diff | head -40; echo "test/e2e/go.mod/go.sum are stale: run 'go mod tidy' in test/e2e"; exit 1; }; }
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "$$unformatted"; echo "these files need 'gofmt -w'"; exit 1; fi
 	@echo "verify: generated code, go.mod and formatting are up to date"
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet (also on the end-to-end module).
 	go vet ./...
+	cd test/e2e && go vet ./...
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd from the Go module proxy (cached outside the checkout).
 	@test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: verify vet envtest-assets ## The test command: verify generated code, vet, unit and envtest suites, then the cmp-server module, with -race.
+test: verify vet envtest-assets e2e-build ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites with -race.
 	@mkdir -p $(CACHE_DIR)
-	@# Both modules run even when the first fails; one testsum prints one summary, and either
-	@# failure fails the target (the group's status and pipefail).
-	{ main=0; cmpserver=0; \
-	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -json ./... || main=$$?; \
-	  (cd test/cmpserver && go test $(GO_TEST_FLAGS) -json ./...) || cmpserver=$$?; \
-	  exit $$((main | cmpserver)); } \
-		| tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
+	@# Every module runs even when one fails; one testsum prints one summary, and any failure
+	@# fails the target (the group's status and pipefail).
+	{ rc=0; \
+	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -json ./... || rc=1; \
+	  $(CMPSERVER_TEST) || rc=1; \
+	  $(E2E_TEST) || rc=1; \
+	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
 
 # test/cmpserver is its own module (Argo CD v3.6.1 and its replace block stay out of go.mod), so
 # `go test ./...` above does not reach it. Its first build compiles Argo CD: several minutes.
+CMPSERVER_TEST = (cd test/cmpserver && go test $(GO_TEST_FLAGS) -json ./...)
+
+# The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
+E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
+
+.PHONY: e2e-build
+e2e-build: ## Build kube-apiserver, Argo CD and the Flux controllers from the Go module proxy (cached; ~15 min the first time).
+	cd test/e2e && go run ./cmd/localstack build
+
+.PHONY: e2e
+e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
+	@mkdir -p $(CACHE_DIR)
+	$(E2E_TEST) | tee $(CACHE_DIR)/last-e2e.json | go run ./test/testsum
+
+.PHONY: localstack
+localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, registry, git, controller) until Ctrl-C.
+	cd test/e2e && go run ./cmd/localstack up
+
 .PHONY: test-cmpserver
 test-cmpserver: ## Run the config management plugin through Argo CD's real cmp-server.
-	(cd test/cmpserver && go test $(GO_TEST_FLAGS) -json ./...) | go run ./test/testsum
+	$(CMPSERVER_TEST) | go run ./test/testsum
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS_DIR)

@@ -1,5 +1,6 @@
 // Command testsum reads `go test -json` on stdin and prints what a person needs: the output of
-// failed tests, one line per package, and a closing "N passed, N failed, N skipped" line. It exits
+// failed tests, lines tests print starting with "REPORT: " (measurements, printed as they come),
+// one line per package, and a closing "N passed, N failed, N skipped" line. It exits
 // non-zero when a test or a package failed, so it can end a pipeline whose exit status matters.
 package main
 
@@ -20,6 +21,10 @@ type event struct {
 	Output  string
 	Elapsed float64
 }
+
+// reportPrefix marks output a person wants even from passing tests (the end-to-end suite's lead
+// times and latencies).
+const reportPrefix = "REPORT: "
 
 // summary counts test results and keeps the output of each test until its verdict is known.
 type summary struct {
@@ -60,6 +65,9 @@ func (s *summary) add(e event) {
 	key := e.Package + " " + e.Test
 	switch e.Action {
 	case "output":
+		if strings.HasPrefix(e.Output, reportPrefix) {
+			fmt.Fprint(s.out, e.Output)
+		}
 		s.output[key] = append(s.output[key], e.Output)
 		return
 	case "pass":

@@ -41,6 +41,13 @@ p/x.go:3:1: syntax error
 			wantLines:  []string{"p/x.go:3:1: syntax error", "panic: boom", "0 passed, 0 failed, 0 skipped"},
 		},
 		{
+			name: "report lines of passing tests are printed",
+			input: `{"Action":"output","Package":"p","Test":"TestD","Output":"REPORT: dev lead time 4.2s\n"}
+{"Action":"output","Package":"p","Test":"TestD","Output":"other noise\n"}
+{"Action":"pass","Package":"p","Test":"TestD"}`,
+			wantLines: []string{"REPORT: dev lead time 4.2s", "1 passed, 0 failed, 0 skipped"},
+		},
+		{
 			name: "skips are counted with their reason",
 			input: `{"Action":"output","Package":"p","Test":"TestC","Output":"    x_test.go:9: needs kubectl\n"}
 {"Action":"output","Package":"p","Test":"TestC","Output":"--- SKIP: TestC (0.00s)\n"}

@@ -1,0 +1,51 @@
+// Command localstack builds and runs the end-to-end stack outside of tests.
+//
+//	go run ./cmd/localstack build   # build what is missing into the cache, with progress
+//	go run ./cmd/localstack up      # start the stack, print the kubeconfig, stop on Ctrl-C
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+)
+
+func main() {
+	if len(os.Args) != 2 || (os.Args[1] != "build" && os.Args[1] != "up") {
+		fmt.Fprintln(os.Stderr, "usage: localstack build|up")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "localstack:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, verb string) error {
+	start := time.Now()
+	bin, err := stack.Build(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "localstack: binaries ready in %s\n", time.Since(start).Round(time.Second))
+	if verb == "build" {
+		return nil
+	}
+	s, err := stack.Start(ctx, bin, stack.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	fmt.Printf("export KUBECONFIG=%s\n# logs: %s\n# registry: %s, git: http://%s\n# Ctrl-C stops everything\n",
+		s.Kubeconfig, s.LogDir, s.Registry.Addr, s.Git.Addr)
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "localstack: stopping")
+	return nil
+}
