@@ -47,9 +47,12 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 		return Decision{Step: StepFail, Reason: obs.Reason, Message: obs.Message}
 	case applier.Landed:
 		if st.LandedAt == nil {
-			return Decision{Step: StepLanded, Reason: stagecoachv1.ReasonLanded, Message: obs.Message, RequeueAfter: grace}
+			return Decision{Step: StepLanded, Reason: stagecoachv1.ReasonLanded, Message: obs.Message, RequeueAfter: grace + time.Second}
 		}
-		if held := now.Sub(st.LandedAt.Time); held < grace {
+		// status.landedAt keeps whole seconds: count from the end of its second, so that the grace
+		// is never cut short by the rounding.
+		if held := now.Sub(st.LandedAt.Time) - time.Second; held < grace {
+			held = max(held, 0)
 			return Decision{Step: StepWait, Reason: stagecoachv1.ReasonLanded, RequeueAfter: grace - held,
 				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", held.Round(time.Second), grace)}
 		}
