@@ -135,6 +135,7 @@ func TestProgress(t *testing.T) {
 		status      stagecoachv1.PromotionStatus
 		obs         applier.Observation
 		now         int
+		grace       *time.Duration // 10s when nil
 		wantStep    Step
 		wantReason  string
 		wantRequeue time.Duration
@@ -151,6 +152,14 @@ func TestProgress(t *testing.T) {
 			wantStep: StepWait, wantRequeue: 4 * time.Second},
 		{name: "landed, grace not over in the rounded second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 15,
 			wantStep: StepWait, wantRequeue: time.Second},
+		{name: "landed, reconciled again within landedAt's second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 5,
+			wantStep: StepWait, wantRequeue: grace + time.Second},
+		// Without a grace the Promotion still waits for the end of landedAt's second, and must be
+		// looked at again then rather than on some later event.
+		{name: "no grace, reconciled again within landedAt's second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 5,
+			grace: new(time.Duration(0)), wantStep: StepWait, wantRequeue: time.Second},
+		{name: "no grace, after landedAt's second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 6,
+			grace: new(time.Duration(0)), wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
 		{name: "landed through the grace period", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 16,
 			wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
 		{name: "landed, then flapped", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: waiting, now: 8,
@@ -164,7 +173,11 @@ func TestProgress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			p := &stagecoachv1.Promotion{Status: tc.status}
-			d := Progress(p, tc.obs, t0.Add(time.Duration(tc.now)*time.Second), grace, deadline)
+			caseGrace := grace
+			if tc.grace != nil {
+				caseGrace = *tc.grace
+			}
+			d := Progress(p, tc.obs, t0.Add(time.Duration(tc.now)*time.Second), caseGrace, deadline)
 			g.Expect(d.Step).To(Equal(tc.wantStep))
 			if tc.wantReason != "" {
 				g.Expect(d.Reason).To(Equal(tc.wantReason))

@@ -51,10 +51,12 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 		}
 		// status.landedAt keeps whole seconds: count from the end of its second, so that the grace
 		// is never cut short by the rounding.
+		// held is negative within landedAt's own second; the requeue must still wait until the
+		// grace ends (with grace 0 a clamped held asked for no requeue at all, and the Promotion
+		// waited for an unrelated event).
 		if held := now.Sub(st.LandedAt.Time) - time.Second; held < grace {
-			held = max(held, 0)
 			return Decision{Step: StepWait, Reason: stagecoachv1.ReasonLanded, RequeueAfter: grace - held,
-				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", held.Round(time.Second), grace)}
+				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", max(held, 0).Round(time.Second), grace)}
 		}
 		return Decision{Step: StepVerify, Reason: stagecoachv1.ReasonVerified, Message: obs.Message}
 	}
