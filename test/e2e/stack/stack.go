@@ -75,6 +75,10 @@ type Stack struct {
 	opts       Options
 	binDir     string // symlinks and scripts put first on PATH
 	env        []string
+	// argoEnv and repoServer are how Argo CD's components were started, for the ones started
+	// later (StartArgoCDNotifications).
+	argoEnv    []string
+	repoServer string
 }
 
 // Component names, also the log file names (<LogDir>/<name>.log).
@@ -85,6 +89,7 @@ const (
 	ArgoCDRepoServer       = "argocd-repo-server"
 	ArgoCDCMPServer        = "argocd-cmp-server"
 	ArgoCDAppController    = "argocd-application-controller"
+	ArgoCDNotifications    = "argocd-notifications"
 	SourceController       = "source-controller"
 	KustomizeController    = "kustomize-controller"
 	NotificationController = "notification-controller"
@@ -329,7 +334,7 @@ func (s *Stack) startEngines(ctx context.Context) error {
 		return fmt.Errorf("redis-server is not installed (Argo CD needs it): apt-get install redis-server: %w", err)
 	}
 	// Argo CD's components pick their role from the name they are run by.
-	for _, n := range []string{ArgoCDRepoServer, ArgoCDAppController, ArgoCDCMPServer} {
+	for _, n := range []string{ArgoCDRepoServer, ArgoCDAppController, ArgoCDCMPServer, ArgoCDNotifications} {
 		if err := os.Symlink(s.Bin.ArgoCD, filepath.Join(s.binDir, n)); err != nil {
 			return err
 		}
@@ -379,6 +384,7 @@ func (s *Stack) startEngines(ctx context.Context) error {
 	argoEnv := []string{"ARGOCD_FAKE_IN_CLUSTER=true", "ARGOCD_GPG_ENABLED=false",
 		"ARGOCD_TLS_DATA_PATH=" + argoDirs["tls"], "ARGOCD_SSH_DATA_PATH=" + argoDirs["ssh"], "ARGOCD_GNUPGHOME=" + argoDirs["gnupg"],
 		"ARGOCD_PLUGINSOCKFILEPATH=" + argoDirs["plugins"], "ARGOCD_CMP_WORKDIR=" + argoDirs["cmp"]}
+	s.argoEnv, s.repoServer = argoEnv, repoAddr
 	if s.opts.CMPConfigDir != "" {
 		// cmp-server ignores SIGTERM (it only removes its socket), so Stop kills it after a short grace.
 		if err := run(processSpec{name: ArgoCDCMPServer, path: filepath.Join(s.binDir, ArgoCDCMPServer), env: argoEnv, grace: 2 * time.Second,

@@ -1,0 +1,53 @@
+package stack
+
+import (
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Watch calls onChange, from one goroutine, with every object of kind in the scenario's namespace
+// as it is added or changed, and the time the change reached the test (status timestamps have
+// only second resolution). Objects that exist already are passed first. The watch is established
+// when Watch returns and ends with the test; a watch the API server closes is opened again.
+func (sc *Scenario) Watch(apiVersion, kind string, onChange func(at time.Time, u *unstructured.Unstructured)) {
+	sc.T.Helper()
+	wc, err := client.NewWithWatch(sc.Config, client.Options{Scheme: sc.Client.Scheme()})
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion(apiVersion)
+	list.SetKind(kind + "List")
+	ctx := sc.Ctx()
+	open := func() (watch.Interface, error) { return wc.Watch(ctx, list, client.InNamespace(sc.NS)) }
+	w, err := open()
+	sc.G.Expect(err).NotTo(HaveOccurred(), "watch %s in %s", kind, sc.NS)
+	done := make(chan struct{})
+	sc.T.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				return
+			case e, ok := <-w.ResultChan():
+				if !ok {
+					for w, err = open(); err != nil; w, err = open() {
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(100 * time.Millisecond):
+						}
+					}
+					continue
+				}
+				if u, isObj := e.Object.(*unstructured.Unstructured); isObj && (e.Type == watch.Added || e.Type == watch.Modified) {
+					onChange(time.Now(), u)
+				}
+			}
+		}
+	}()
+}
