@@ -4,9 +4,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/dynamic"
 )
 
 // Watch calls onChange, from one goroutine, with every object of kind in the scenario's namespace
@@ -15,13 +17,17 @@ import (
 // when Watch returns and ends with the test; a watch the API server closes is opened again.
 func (sc *Scenario) Watch(apiVersion, kind string, onChange func(at time.Time, u *unstructured.Unstructured)) {
 	sc.T.Helper()
-	wc, err := client.NewWithWatch(sc.Config, client.Options{Scheme: sc.Client.Scheme()})
+	// client-go's dynamic client: controller-runtime's would complain that no logger is set.
+	dc, err := dynamic.NewForConfig(sc.Config)
 	sc.G.Expect(err).NotTo(HaveOccurred())
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion(apiVersion)
-	list.SetKind(kind + "List")
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	mapping, err := sc.Client.RESTMapper().RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+	sc.G.Expect(err).NotTo(HaveOccurred(), "no resource for %s %s", apiVersion, kind)
 	ctx := sc.Ctx()
-	open := func() (watch.Interface, error) { return wc.Watch(ctx, list, client.InNamespace(sc.NS)) }
+	open := func() (watch.Interface, error) {
+		return dc.Resource(mapping.Resource).Namespace(sc.NS).Watch(ctx, metav1.ListOptions{})
+	}
 	w, err := open()
 	sc.G.Expect(err).NotTo(HaveOccurred(), "watch %s in %s", kind, sc.NS)
 	done := make(chan struct{})
