@@ -312,6 +312,12 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 	case plan.StepWait:
 		p.Status.Message = d.Message
 	case plan.StepVerify:
+		if p.Status.LandedAt == nil {
+			// Without a grace period, landing and verifying are one step.
+			p.Status.LandedAt = &now
+			run.event(p, corev1.EventTypeNormal, EventLanded, "%s landed in %s: %s", versionString(version), stage.Name, d.Message)
+			run.engineEvent(p, corev1.EventTypeNormal, EventLanded, fmt.Sprintf("%s landed in %s: %s", versionString(version), stage.Name, d.Message))
+		}
 		if checks := verificationChecks(stage); len(checks) > 0 {
 			results, failed, done := run.runChecks(p, checks, plugincheck.PhasePostApply)
 			if !done {
@@ -323,12 +329,13 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 			if err := run.patchPromotion(ctx, before, p); err != nil {
 				return 0, err
 			}
+			before = p.DeepCopy()
 			run.r.checks.forget(p, plugincheck.PhasePostApply)
 			if failed != "" {
 				return 0, run.failed(ctx, p, ReasonCheckFailed, "landed, but "+failed)
 			}
 		}
-		return 0, run.verified(ctx, p, d.Message)
+		return 0, run.verified(ctx, before, p, d.Message)
 	case plan.StepFail:
 		return 0, run.failed(ctx, p, d.Reason, d.Message)
 	}
@@ -392,8 +399,9 @@ func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion
 	return nil
 }
 
-// verified finishes a Promotion whose version held: the Stage runs it now.
-func (run *promotionRun) verified(ctx context.Context, p *stagecoachv1.Promotion, evidence string) error {
+// verified finishes a Promotion whose version held: the Stage runs it now. before is the
+// Promotion as last written, so that every change since is patched.
+func (run *promotionRun) verified(ctx context.Context, before, p *stagecoachv1.Promotion, evidence string) error {
 	stage, v := run.stage, p.Status.Version
 	now := metav1.NewTime(run.now)
 	stage.Status.Current = &stagecoachv1.CurrentVersion{Version: v.Tag, Digest: v.Digest, PromotedAt: p.Status.AppliedAt,
@@ -414,7 +422,6 @@ func (run *promotionRun) verified(ctx context.Context, p *stagecoachv1.Promotion
 			return err
 		}
 	}
-	before := p.DeepCopy()
 	p.Status.VerifiedAt = &now
 	run.event(p, corev1.EventTypeNormal, EventVerified, "%s verified in %s", versionString(v), stage.Name)
 	run.engineEvent(p, corev1.EventTypeNormal, EventVerified, fmt.Sprintf("%s verified in %s", versionString(v), stage.Name))

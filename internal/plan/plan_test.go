@@ -154,10 +154,11 @@ func TestProgress(t *testing.T) {
 			wantStep: StepWait, wantRequeue: time.Second},
 		{name: "landed, reconciled again within landedAt's second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 5,
 			wantStep: StepWait, wantRequeue: grace + time.Second},
-		// Without a grace the Promotion still waits for the end of landedAt's second, and must be
-		// looked at again then rather than on some later event.
+		// Without a grace there is nothing to hold: landed is verified at once.
 		{name: "no grace, reconciled again within landedAt's second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 5,
-			grace: new(time.Duration(0)), wantStep: StepWait, wantRequeue: time.Second},
+			grace: new(time.Duration(0)), wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
+		{name: "no grace, first landed verifies at once", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: landed, now: 5,
+			grace: new(time.Duration(0)), wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
 		{name: "no grace, after landedAt's second", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 6,
 			grace: new(time.Duration(0)), wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
 		{name: "landed through the grace period", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: landed, now: 16,

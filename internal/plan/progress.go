@@ -47,14 +47,16 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 		return Decision{Step: StepFail, Reason: obs.Reason, Message: obs.Message}
 	case applier.Landed:
 		if st.LandedAt == nil {
+			if grace <= 0 {
+				// Nothing to hold: landed is verified (landedAt is still recorded on the way).
+				return Decision{Step: StepVerify, Reason: stagecoachv1.ReasonVerified, Message: obs.Message}
+			}
 			return Decision{Step: StepLanded, Reason: stagecoachv1.ReasonLanded, Message: obs.Message, RequeueAfter: grace + time.Second}
 		}
 		// status.landedAt keeps whole seconds: count from the end of its second, so that the grace
-		// is never cut short by the rounding.
-		// held is negative within landedAt's own second; the requeue must still wait until the
-		// grace ends (with grace 0 a clamped held asked for no requeue at all, and the Promotion
-		// waited for an unrelated event).
-		if held := now.Sub(st.LandedAt.Time) - time.Second; held < grace {
+		// is never cut short by the rounding. held is negative within landedAt's own second; the
+		// requeue must still wait until the grace ends (a clamped held would ask for no requeue).
+		if held := now.Sub(st.LandedAt.Time) - time.Second; grace > 0 && held < grace {
 			return Decision{Step: StepWait, Reason: stagecoachv1.ReasonLanded, RequeueAfter: grace - held,
 				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", max(held, 0).Round(time.Second), grace)}
 		}
