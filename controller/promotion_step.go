@@ -482,7 +482,9 @@ func (run *promotionRun) rollbackFor(p *stagecoachv1.Promotion) *stagecoachv1.Pr
 			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: run.stage.Name},
 			Annotations: map[string]string{stagecoachv1.RollbackOfAnnotation: p.Name},
 		},
-		Spec: stagecoachv1.PromotionSpec{Stage: run.stage.Name, Action: stagecoachv1.ActionRollback,
+		// The controller names itself, as for automatic promotions: the promotion-requester-guard
+		// admission policy refuses a Promotion whose requestedBy is not its creator.
+		Spec: stagecoachv1.PromotionSpec{Stage: run.stage.Name, Action: stagecoachv1.ActionRollback, RequestedBy: run.r.Identity,
 			Version: &stagecoachv1.VersionReference{Digest: cur.Digest, Tag: cur.Version},
 			Reason:  fmt.Sprintf("automatic rollback after %s failed", p.Name)},
 	}

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,7 +146,10 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 
 	// Stagecoach itself, from the checkout: always rebuilt (the Go build cache makes it quick).
 	fmt.Fprintln(progress, "stack: building bin/stagecoach from the checkout")
-	b.Stagecoach = filepath.Join(binDir, "stagecoach-e2e")
+	// One binary per checkout: worktrees running their suites at the same time must each run
+	// their own code, not whichever build renamed its file last.
+	checkout := sha256.Sum256([]byte(root))
+	b.Stagecoach = filepath.Join(binDir, fmt.Sprintf("stagecoach-e2e-%x", checkout[:6]))
 	tmp := fmt.Sprintf("%s.%d.tmp", b.Stagecoach, os.Getpid())
 	gobuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, "./cmd/stagecoach")
 	gobuild.Dir = root

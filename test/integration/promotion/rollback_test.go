@@ -73,6 +73,7 @@ func TestFollowUpstreamFailRollBackAndHold(t *testing.T) {
 	rollbackName := failed.Name + "-rollback"
 	rb := eventuallyPhase(t, ns, rollbackName, stagecoachv1.PhaseRunning)
 	g.Expect(rb.Spec.Action).To(Equal(stagecoachv1.ActionRollback))
+	g.Expect(rb.Spec.RequestedBy).NotTo(BeEmpty(), "the controller names itself: the promotion-requester-guard policy refuses a Promotion without requestedBy")
 	prodApp.deploy(digest(1), false, "Succeeded", "Healthy")
 	eventuallyPhase(t, ns, rollbackName, stagecoachv1.PhaseSucceeded)
 	p := eventuallyPhase(t, ns, failed.Name, stagecoachv1.PhaseRolledBack)

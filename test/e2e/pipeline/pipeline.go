@@ -1,0 +1,385 @@
+// Package pipeline sets up one service's three-stage delivery pipeline on a running local stack
+// (test/e2e/stack), for the end-to-end scenarios and the demo alike:
+//
+//   - dev is applied by a Flux OCIRepository and the Kustomization that applies its artifact; its
+//     Stage takes the newest signed release (semver ">=1.0.0") from the registry, automatically;
+//   - staging is applied by a Flux Kustomization from a Git environment repository, the version
+//     substituted into its manifests; its Stage follows dev, automatically, soak 0;
+//   - prod is applied by an Argo CD Application with an OCI source; its Stage follows staging,
+//     automatically once one person has approved the version.
+//
+// Nothing here needs a testing.T: every function takes a context and returns an error, and
+// Watch reports what happens as Events for a demo to print.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+)
+
+// Environments of the pipeline, in order.
+const (
+	Dev     = "dev"
+	Staging = "staging"
+	Prod    = "prod"
+)
+
+// Environments lists the environments in the order a version travels.
+var Environments = []string{Dev, Staging, Prod}
+
+// BaselineTag is the release the environments ran before Stagecoach took over: dev's
+// OCIRepository starts at it, so that Flux reports a healthy artifact from the start. It is
+// below the registry source's ">=1.0.0" and never offered.
+const BaselineTag = "v0.0.0"
+
+// Options shape a pipeline; zero values take the defaults.
+type Options struct {
+	// Service is the service's name (default payments): the ConfigMap the manifests create, the
+	// registry repository's last element and the prefix of the Stages' names.
+	Service string
+	// Key signs releases; dev trusts its public key. A new key pair when zero.
+	Key *verifytest.KeyPair
+	// RegistryInterval is how often dev lists the registry (default 10s); Push also asks dev to
+	// list at once, as a registry webhook would.
+	RegistryInterval time.Duration
+	// Grace is how long landed must hold before a version is Verified (default 1s).
+	Grace time.Duration
+	// ProgressDeadline is how long a version may take to land (default 2m).
+	ProgressDeadline time.Duration
+	// Approvals prod requires (default 1).
+	Approvals int32
+}
+
+func (o *Options) defaults() error {
+	if o.Service == "" {
+		o.Service = "payments"
+	}
+	if o.Key == nil {
+		var kp verifytest.KeyPair
+		if err := asTest(func(tb testing.TB) { kp = verifytest.NewKeyPair(tb) }); err != nil {
+			return err
+		}
+		o.Key = &kp
+	}
+	if o.RegistryInterval == 0 {
+		o.RegistryInterval = 10 * time.Second
+	}
+	if o.Grace == 0 {
+		o.Grace = time.Second
+	}
+	if o.ProgressDeadline == 0 {
+		o.ProgressDeadline = 2 * time.Minute
+	}
+	if o.Approvals == 0 {
+		o.Approvals = 1
+	}
+	return nil
+}
+
+// Pipeline is a service's three Stages and the engines' objects under them.
+type Pipeline struct {
+	Stack     *stack.Stack
+	Namespace string
+	Service   string
+	// Repo is the registry repository (path on Stack.Registry) releases are pushed to.
+	Repo string
+	// GitRepo is the Git environment repository staging's Kustomization applies.
+	GitRepo string
+	// Stages maps an environment to its Stage's name; Targets to the namespace it deploys into.
+	Stages, Targets map[string]string
+	// Appliers maps an environment to the engine object that applies it, as "Kind/name".
+	Appliers map[string]string
+
+	key  verifytest.KeyPair
+	opts Options
+}
+
+// Setup creates, in namespace (created when missing), the pipeline of one service: target
+// namespaces, the cosign key Secret, the engines' objects (at the baseline release) and the three
+// Stages. It returns when everything is created; the Stages then become Ready on their own.
+func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) (*Pipeline, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	svc := opts.Service
+	p := &Pipeline{Stack: s, Namespace: namespace, Service: svc, Repo: namespace + "/" + svc, GitRepo: namespace + "/" + svc + "-environments",
+		Stages: map[string]string{}, Targets: map[string]string{}, Appliers: map[string]string{}, key: *opts.Key, opts: opts}
+	for _, ns := range append([]string{namespace}, namespace+"-"+Dev, namespace+"-"+Staging, namespace+"-"+Prod) {
+		if err := s.Namespace(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("failed to create namespace %s for the %s pipeline: %w", ns, svc, err)
+		}
+	}
+	for _, env := range Environments {
+		p.Stages[env] = svc + "-" + env
+		p.Targets[env] = namespace + "-" + env
+	}
+
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.KeySecret()},
+		Data: map[string][]byte{"cosign.pub": p.key.PublicPEM}}
+	if err := s.Client.Create(ctx, keys); err != nil {
+		return nil, fmt.Errorf("failed to create Secret %s/%s with the cosign public key: %w", namespace, keys.Name, err)
+	}
+	if _, err := s.Registry.PushManifests(ctx, p.Repo, BaselineTag, p.Manifests(BaselineTag)); err != nil {
+		return nil, fmt.Errorf("failed to push the baseline release %s: %w", BaselineTag, err)
+	}
+	if _, err := s.Git.Commit(ctx, p.GitRepo, "staging environment of "+svc, map[string]string{
+		"staging/configmap.yaml": substitutedConfigMap(svc),
+	}); err != nil {
+		return nil, fmt.Errorf("failed to commit the environment repository %s: %w", p.GitRepo, err)
+	}
+	if err := s.ArgoCDOCIRepository(ctx, p.Repo); err != nil {
+		return nil, err
+	}
+	if err := stack.ApplyYAML(ctx, s.Client, []byte(p.enginesYAML())); err != nil {
+		return nil, fmt.Errorf("failed to apply the Flux and Argo CD objects of the %s pipeline: %w", svc, err)
+	}
+	p.Appliers[Dev] = "OCIRepository/" + p.Stages[Dev]
+	p.Appliers[Staging] = "Kustomization/" + p.Stages[Staging]
+	p.Appliers[Prod] = "Application/" + p.Stages[Prod]
+
+	verification := &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: opts.Grace},
+		ProgressDeadline: &metav1.Duration{Duration: opts.ProgressDeadline}}
+	stages := []stagecoachv1.StageSpec{
+		{Environment: Dev,
+			ApplyRef: stagecoachv1.ApplierReference{Kind: "OCIRepository", Name: p.Stages[Dev], Kustomization: p.Stages[Dev] + "-apply"},
+			Source: stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: s.Registry.Repository(p.Repo), Semver: ">=1.0.0",
+				Interval: &metav1.Duration{Duration: opts.RegistryInterval},
+				Verify:   &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: p.KeySecret()}}}},
+			Promotion: &stagecoachv1.PromotionPolicy{Auto: true}},
+		{Environment: Staging,
+			ApplyRef:  stagecoachv1.ApplierReference{Kind: "Kustomization", Name: p.Stages[Staging]},
+			Source:    stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: p.Stages[Dev]}},
+			Promotion: &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{}}},
+		{Environment: Prod,
+			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: p.Stages[Prod]},
+			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: p.Stages[Staging]}},
+			Promotion: &stagecoachv1.PromotionPolicy{Auto: true,
+				Approvals: &stagecoachv1.ApprovalPolicy{Required: opts.Approvals}}},
+	}
+	for _, spec := range stages {
+		spec.Service = svc
+		spec.Verification = verification.DeepCopy()
+		st := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Stages[spec.Environment]}, Spec: spec}
+		if err := s.Client.Create(ctx, st); err != nil {
+			return nil, fmt.Errorf("failed to create Stage %s/%s: %w", namespace, st.Name, err)
+		}
+	}
+	return p, nil
+}
+
+// KeySecret names the Secret holding the cosign public key dev trusts.
+func (p *Pipeline) KeySecret() string { return p.Service + "-cosign-keys" }
+
+// Manifests are a release's files: one ConfigMap named after the service whose data names the
+// version (the simplest object both engines count as healthy without workload controllers).
+func (p *Pipeline) Manifests(version string) map[string]string {
+	return map[string]string{"configmap.yaml": stack.ConfigMap(p.Service, version)}
+}
+
+// substitutedConfigMap is staging's manifest in the environment repository: the same ConfigMap,
+// its version and digest filled in by the Kustomization's postBuild substitution, which
+// Stagecoach writes (with defaults for before the first promotion).
+func substitutedConfigMap(service string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %s
+data:
+  version: "${STAGECOACH_VERSION:=none}"
+  digest: "${STAGECOACH_DIGEST:=none}"
+`, service)
+}
+
+// enginesYAML: dev's OCIRepository and Kustomization (at the baseline tag: Stagecoach pins
+// digests from the first promotion on), staging's GitRepository and Kustomization, prod's
+// Application (no revision until Stagecoach writes one). Each applier carries its Stage's label.
+func (p *Pipeline) enginesYAML() string {
+	s := p.Stack
+	return fmt.Sprintf(`
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[2]s}}
+spec:
+  interval: 1m
+  url: %[5]s
+  insecure: true
+  ref: {tag: %[6]s}
+  layerSelector: {mediaType: %[7]q, operation: extract}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: %[2]s-apply, namespace: %[1]s, labels: {stagecoach.dev/stage: %[2]s}}
+spec:
+  interval: 1m
+  prune: true
+  wait: true
+  timeout: 1m
+  path: ./
+  targetNamespace: %[1]s-dev
+  sourceRef: {kind: OCIRepository, name: %[2]s}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: %[3]s-environments, namespace: %[1]s}
+spec:
+  interval: 1m
+  url: %[8]s
+  ref: {branch: main}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: %[3]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[3]s}}
+spec:
+  interval: 1m
+  prune: true
+  wait: true
+  timeout: 1m
+  path: ./staging
+  targetNamespace: %[1]s-staging
+  sourceRef: {kind: GitRepository, name: %[3]s-environments}
+  postBuild: {substitute: {}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: %[4]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[4]s}}
+spec:
+  project: default
+  source: {repoURL: %[5]s, path: ., targetRevision: ""}
+  destination: {server: https://kubernetes.default.svc, namespace: %[1]s-prod}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+`, p.Namespace, p.Stages[Dev], p.Stages[Staging], p.Stages[Prod], s.Registry.OCIURL(p.Repo), BaselineTag, stack.ManifestsLayerType,
+		s.Git.URL(p.GitRepo))
+}
+
+// Signing is how a release is signed.
+type Signing int
+
+const (
+	// Unsigned pushes the release without a signature.
+	Unsigned Signing = iota
+	// SignedBundle signs like cosign v3: a Sigstore bundle as an OCI referrer.
+	SignedBundle
+	// SignedLegacy signs like cosign v2: a simple-signing payload under the .sig tag.
+	SignedLegacy
+)
+
+func (s Signing) String() string {
+	switch s {
+	case SignedBundle:
+		return "signed (Sigstore bundle)"
+	case SignedLegacy:
+		return "signed (legacy .sig)"
+	}
+	return "unsigned"
+}
+
+// Push pushes a release (files as a plain-manifests artifact tagged tag), signs it as asked with
+// the pipeline's key, and asks dev to list the registry at once. It returns the digest.
+func (p *Pipeline) Push(ctx context.Context, tag string, files map[string]string, signing Signing) (string, error) {
+	digest, err := p.Stack.Registry.PushManifests(ctx, p.Repo, tag, files)
+	if err != nil {
+		return "", err
+	}
+	ref := p.Stack.Registry.Repository(p.Repo) + "@" + digest
+	switch signing {
+	case SignedBundle:
+		err = asTest(func(tb testing.TB) { verifytest.SignBundle(tb, ctx, ref, p.key) })
+	case SignedLegacy:
+		err = asTest(func(tb testing.TB) { verifytest.SignLegacy(tb, ctx, ref, p.key) })
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to sign %s: %w", ref, err)
+	}
+	return digest, p.RequestReconcile(ctx, Dev)
+}
+
+// PushSigned pushes the release files for tag, signed with a Sigstore bundle.
+func (p *Pipeline) PushSigned(ctx context.Context, tag string, files map[string]string) (string, error) {
+	return p.Push(ctx, tag, files, SignedBundle)
+}
+
+// RequestReconcile asks the controller to look at env's Stage now (stagecoach.dev/requested-at):
+// for a registry source, to list the registry.
+func (p *Pipeline) RequestReconcile(ctx context.Context, env string) error {
+	st := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Stages[env]}}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stagecoachv1.ReconcileRequestAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+	if err := p.Stack.Client.Patch(ctx, st, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		return fmt.Errorf("failed to annotate Stage %s/%s with %s: %w", p.Namespace, st.Name, stagecoachv1.ReconcileRequestAnnotation, err)
+	}
+	return nil
+}
+
+// Approve approves digest for env's Stage as user, through c, which must authenticate as user
+// (the approval-guard admission policy makes the approver the creating user).
+func (p *Pipeline) Approve(ctx context.Context, c client.Client, user, env, digest, comment string) (*stagecoachv1.Approval, error) {
+	a := &stagecoachv1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, GenerateName: p.Stages[env] + "-"},
+		Spec: stagecoachv1.ApprovalSpec{Stage: p.Stages[env], Digest: digest, Approver: user, Comment: comment}}
+	if err := c.Create(ctx, a); err != nil {
+		return nil, fmt.Errorf("failed to create the Approval of %s for Stage %s/%s as %s: %w", digest, p.Namespace, p.Stages[env], user, err)
+	}
+	return a, nil
+}
+
+// Promote asks, as user through c, for digest (tag) on env's Stage.
+func (p *Pipeline) Promote(ctx context.Context, c client.Client, user, env, tag, digest, reason string) (*stagecoachv1.Promotion, error) {
+	pr := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, GenerateName: p.Stages[env] + "-"},
+		Spec: stagecoachv1.PromotionSpec{Stage: p.Stages[env], RequestedBy: user, Reason: reason,
+			Version: &stagecoachv1.VersionReference{Digest: digest, Tag: tag}}}
+	if err := c.Create(ctx, pr); err != nil {
+		return nil, fmt.Errorf("failed to create a Promotion of %s for Stage %s/%s as %s: %w", tag, p.Namespace, p.Stages[env], user, err)
+	}
+	return pr, nil
+}
+
+// Stage reads env's Stage.
+func (p *Pipeline) Stage(ctx context.Context, env string) (*stagecoachv1.Stage, error) {
+	st := &stagecoachv1.Stage{}
+	if err := p.Stack.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Stages[env]}, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Promotions lists the Promotions of env's Stage (every environment's when env is empty).
+func (p *Pipeline) Promotions(ctx context.Context, env string) ([]stagecoachv1.Promotion, error) {
+	var list stagecoachv1.PromotionList
+	if err := p.Stack.Client.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []stagecoachv1.Promotion
+	for _, pr := range list.Items {
+		for _, e := range Environments {
+			if (env == "" || env == e) && pr.Spec.Stage == p.Stages[e] {
+				out = append(out, pr)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Blocked reports the gate of env's Stage candidate digest named gate, if the candidate is held
+// back by it.
+func Blocked(st *stagecoachv1.Stage, digest, gate string) (stagecoachv1.GateBlock, bool) {
+	c := st.Status.Candidate
+	if c == nil || c.Digest != digest {
+		return stagecoachv1.GateBlock{}, false
+	}
+	for _, b := range c.BlockedBy {
+		if b.Gate == gate {
+			return b, true
+		}
+	}
+	return stagecoachv1.GateBlock{}, false
+}
