@@ -452,17 +452,17 @@ func (run *promotionRun) failed(ctx context.Context, p *stagecoachv1.Promotion, 
 	if p.Spec.Action == stagecoachv1.ActionPromote && stage.GetAutomaticRollback() &&
 		stage.Status.AutomaticRollbacks < stage.GetRollbackLimit() &&
 		stage.Status.Current != nil && stage.Status.Current.Digest != "" && stage.Status.Current.Digest != v.Digest {
+		// Created before the count is committed: a retry after a failed create or a crash decides
+		// from the same count, and finds the Rollback by its name if it exists.
 		rollback = run.rollbackFor(p)
-		stage.Status.AutomaticRollbacks++
-	}
-	if err := run.commit(ctx); err != nil {
-		return err
-	}
-	if rollback != nil {
 		if err := run.r.Create(ctx, rollback); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create Rollback Promotion %q for Stage %q: %w", rollback.Name, stage.Name, err)
 		}
+		stage.Status.AutomaticRollbacks++
 		message += fmt.Sprintf("; rolling back to %s with Promotion %s", versionString(rollback.Spec.Version), rollback.Name)
+	}
+	if err := run.commit(ctx); err != nil {
+		return err
 	}
 	if err := run.annotate(ctx, p, stagecoachv1.PhaseFailed); err != nil {
 		return err
