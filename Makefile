@@ -78,6 +78,10 @@ e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo 
 	@mkdir -p $(CACHE_DIR)
 	$(E2E_TEST) | tee $(CACHE_DIR)/last-e2e.json | go run ./test/testsum
 
+.PHONY: demo
+demo: ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline.
+	cd test/e2e && go run ./cmd/demo
+
 .PHONY: localstack
 localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, registry, git, controller) until Ctrl-C.
 	cd test/e2e && go run ./cmd/localstack up

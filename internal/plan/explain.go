@@ -108,7 +108,12 @@ func (e Explanation) Lines() []string {
 		for _, b := range c.BlockedBy {
 			until := ""
 			if b.Until != nil {
-				until = fmt.Sprintf(" (opens in %s)", b.Until.Sub(e.now).Round(time.Second))
+				// A signature does not open by itself: its Until is when it is checked again.
+				verb := "opens"
+				if b.Gate == "signature" {
+					verb = "checked again"
+				}
+				until = fmt.Sprintf(" (%s in %s)", verb, b.Until.Sub(e.now).Round(time.Second))
 			}
 			add("  blocked by %s: %s%s", b.Gate, b.Message, until)
 		}

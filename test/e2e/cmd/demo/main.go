@@ -1,0 +1,174 @@
+// Command demo is `make demo`: it builds what the local stack needs (once), starts a real
+// kube-apiserver with Argo CD, Flux, an OCI registry, a git server and the stagecoach controller
+// on 127.0.0.1, sets up a three-stage pipeline for a demo service, and walks releases through it
+// while printing each step. Then it prints `stagecoach plan -A` and, on a terminal, leaves the stack
+// running until Ctrl-C; without a terminal it stops at once, so scripts can run it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/cli"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+)
+
+// stepTimeout bounds each step of the walk-through; every step takes seconds when things work.
+const stepTimeout = 3 * time.Minute
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+func run(ctx context.Context) (err error) {
+	start := time.Now()
+	say("building what the local stack needs (first run only: kube-apiserver ~4 min, Argo CD ~7 min, the Flux controllers ~7 min on 2 cores; later runs reuse them)")
+	bin, err := stack.Build(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	say("binaries ready in %s; starting etcd, kube-apiserver, Argo CD, Flux, a registry, a git server and the stagecoach controller", time.Since(start).Round(time.Second))
+	s, err := stack.Start(ctx, bin, stack.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.Stop()
+		if err == nil {
+			_ = os.RemoveAll(s.Dir) // a failed run keeps its logs
+		}
+	}()
+	say("local stack up in %s (logs in %s)", time.Since(start).Round(time.Second), s.LogDir)
+
+	p, err := pipeline.Setup(ctx, s, "demo", pipeline.Options{Service: "payments"})
+	if err != nil {
+		return err
+	}
+	say("pipeline for service payments in namespace demo:\n" +
+		"    dev     Flux OCIRepository + Kustomization; takes the newest signed release >=1.0.0 from the registry\n" +
+		"    staging Flux Kustomization from a git repository; follows dev\n" +
+		"    prod    Argo CD Application (OCI source); follows staging once one person approves")
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go p.Watch(watchCtx, 200*time.Millisecond, func(e pipeline.Event) { fmt.Println("    " + e.String()) })
+
+	say("pushing v1.0.0, signed")
+	v1, err := p.PushSigned(ctx, "v1.0.0", p.Manifests("v1.0.0"))
+	if err != nil {
+		return err
+	}
+	for _, env := range []string{pipeline.Dev, pipeline.Staging} {
+		if err := waitVerified(ctx, p, env, v1); err != nil {
+			return err
+		}
+	}
+	block, err := waitBlocked(ctx, p, pipeline.Prod, v1, "approvals")
+	if err != nil {
+		return err
+	}
+	say("prod waits for an approval: %s", block.Message)
+	say("approving v1.0.0 for prod as %s", stack.AdminUser)
+	if _, err := p.Approve(ctx, s.Client, stack.AdminUser, pipeline.Prod, v1, "demo: looks good"); err != nil {
+		return err
+	}
+	if err := waitVerified(ctx, p, pipeline.Prod, v1); err != nil {
+		return err
+	}
+	say("v1.0.0 runs in dev, staging and prod")
+
+	say("pushing v1.1.0, unsigned")
+	v11, err := p.Push(ctx, "v1.1.0", p.Manifests("v1.1.0"), pipeline.Unsigned)
+	if err != nil {
+		return err
+	}
+	if block, err = waitBlocked(ctx, p, pipeline.Dev, v11, "signature"); err != nil {
+		return err
+	}
+	say("dev never offers it: %s: %s", block.Reason, block.Message)
+	stopWatch()
+
+	say("stagecoach plan -A")
+	if err := cli.Plan(ctx, s.Client, cli.PlanOptions{AllNamespaces: true}, os.Stdout, time.Now()); err != nil {
+		return err
+	}
+	say("demo finished in %s", time.Since(start).Round(time.Second))
+	if !isTerminal(os.Stdin) {
+		say("standard input is not a terminal: stopping everything")
+		return nil
+	}
+	say("the stack keeps running; try:\n    export KUBECONFIG=%s\n    kubectl get stages,promotions -A\n    go run ./cmd/stagecoach plan -A   (from the repository root)\nCtrl-C stops everything", s.Kubeconfig)
+	<-ctx.Done()
+	say("stopping")
+	return nil
+}
+
+// waitVerified waits until env's Stage runs digest, Verified.
+func waitVerified(ctx context.Context, p *pipeline.Pipeline, env, digest string) error {
+	return poll(ctx, fmt.Sprintf("%s to verify %s", env, digest), func() (bool, error) {
+		st, err := p.Stage(ctx, env)
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(st.Status.Conditions, stagecoachv1.ConditionVerified)
+		return c != nil && c.Status == metav1.ConditionTrue && st.Status.Current != nil && st.Status.Current.Digest == digest, nil
+	})
+}
+
+// waitBlocked waits until env's candidate digest is held by gate, and returns the block.
+func waitBlocked(ctx context.Context, p *pipeline.Pipeline, env, digest, gate string) (stagecoachv1.GateBlock, error) {
+	var block stagecoachv1.GateBlock
+	err := poll(ctx, fmt.Sprintf("%s to hold %s at the %s gate", env, digest, gate), func() (bool, error) {
+		st, err := p.Stage(ctx, env)
+		if err != nil {
+			return false, err
+		}
+		var ok bool
+		block, ok = pipeline.Blocked(st, digest, gate)
+		return ok, nil
+	})
+	return block, err
+}
+
+func poll(ctx context.Context, what string, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	for {
+		ok, err := done()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up waiting for %s: %w", what, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// isTerminal asks the terminal driver (a character device such as /dev/null is not a terminal).
+func isTerminal(f *os.File) bool {
+	return term.IsTerminal(int(f.Fd()))
+}
