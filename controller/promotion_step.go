@@ -133,11 +133,7 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 // holdEnds is how long until the first active Freeze or gate with an end opens (0 when none will
 // by itself).
 func (run *promotionRun) holdEnds() time.Duration {
-	freeze := plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now)
-	if freeze == 0 || (run.gateEnds > 0 && run.gateEnds < freeze) {
-		return run.gateEnds
-	}
-	return freeze
+	return soonest(plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now), run.gateEnds)
 }
 
 // listPromotions reads the Stage's Promotions (from the cache, by index).

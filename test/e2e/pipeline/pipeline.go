@@ -206,40 +206,19 @@ data:
 // Application (no revision until Stagecoach writes one). Each applier carries its Stage's label.
 func (p *Pipeline) enginesYAML() string {
 	s := p.Stack
-	return fmt.Sprintf(`
-apiVersion: source.toolkit.fluxcd.io/v1
-kind: OCIRepository
-metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[2]s}}
-spec:
-  interval: 1m
-  url: %[5]s
-  insecure: true
-  ref: {tag: %[6]s}
-  layerSelector: {mediaType: %[7]q, operation: extract}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: %[2]s-apply, namespace: %[1]s, labels: {stagecoach.dev/stage: %[2]s}}
-spec:
-  interval: 1m
-  prune: true
-  wait: true
-  timeout: 1m
-  path: ./
-  targetNamespace: %[1]s-dev
-  sourceRef: {kind: OCIRepository, name: %[2]s}
----
+	return stack.FluxOCISourceYAML(p.Namespace, p.Stages[Dev], s.Registry.OCIURL(p.Repo), BaselineTag, p.Stages[Dev], p.Namespace+"-dev") +
+		fmt.Sprintf(`---
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
-metadata: {name: %[3]s-environments, namespace: %[1]s}
+metadata: {name: %[2]s-environments, namespace: %[1]s}
 spec:
   interval: 1m
-  url: %[8]s
+  url: %[3]s
   ref: {branch: main}
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
-metadata: {name: %[3]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[3]s}}
+metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[2]s}}
 spec:
   interval: 1m
   prune: true
@@ -247,20 +226,11 @@ spec:
   timeout: 1m
   path: ./staging
   targetNamespace: %[1]s-staging
-  sourceRef: {kind: GitRepository, name: %[3]s-environments}
+  sourceRef: {kind: GitRepository, name: %[2]s-environments}
   postBuild: {substitute: {}}
 ---
-apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata: {name: %[4]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[4]s}}
-spec:
-  project: default
-  source: {repoURL: %[5]s, path: ., targetRevision: ""}
-  destination: {server: https://kubernetes.default.svc, namespace: %[1]s-prod}
-  syncPolicy:
-    automated: {prune: true, selfHeal: true}
-`, p.Namespace, p.Stages[Dev], p.Stages[Staging], p.Stages[Prod], s.Registry.OCIURL(p.Repo), BaselineTag, stack.ManifestsLayerType,
-		s.Git.URL(p.GitRepo))
+`, p.Namespace, p.Stages[Staging], s.Git.URL(p.GitRepo)) +
+		stack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod")
 }
 
 // Signing is how a release is signed.

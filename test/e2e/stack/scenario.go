@@ -157,25 +157,24 @@ func ConfigMap(name, version string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  version: %q\n", name, version)
 }
 
-// FluxOCISource applies a Flux OCIRepository (plain HTTP, selecting the plain-manifests layer)
-// and the Kustomization that applies its artifact into namespace target; both carry the
-// stagecoach.dev/stage label of stage. The repository starts at tag.
-func (sc *Scenario) FluxOCISource(name, repo, tag, stage, target string) {
-	sc.T.Helper()
-	sc.Apply(fmt.Sprintf(`
+// FluxOCISourceYAML is a Flux OCIRepository (plain HTTP, selecting the plain-manifests layer) at
+// tag and the Kustomization named <name>-apply that applies its artifact into namespace target;
+// both in namespace and carrying the stagecoach.dev/stage label of stage.
+func FluxOCISourceYAML(namespace, name, url, tag, stage, target string) string {
+	return fmt.Sprintf(`
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: OCIRepository
-metadata: {name: %[1]s, labels: {stagecoach.dev/stage: %[4]s}}
+metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[5]s}}
 spec:
   interval: 1m
-  url: %[2]s
+  url: %[3]s
   insecure: true
-  ref: {tag: %[3]s}
-  layerSelector: {mediaType: %[5]q, operation: extract}
+  ref: {tag: %[4]s}
+  layerSelector: {mediaType: %[7]q, operation: extract}
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
-metadata: {name: %[1]s-apply, labels: {stagecoach.dev/stage: %[4]s}}
+metadata: {name: %[2]s-apply, namespace: %[1]s, labels: {stagecoach.dev/stage: %[5]s}}
 spec:
   interval: 1m
   prune: true
@@ -183,8 +182,30 @@ spec:
   timeout: 1m
   path: ./
   targetNamespace: %[6]s
-  sourceRef: {kind: OCIRepository, name: %[1]s}
-`, name, sc.Registry.OCIURL(repo), tag, stage, ManifestsLayerType, target))
+  sourceRef: {kind: OCIRepository, name: %[2]s}
+`, namespace, name, url, tag, stage, target, ManifestsLayerType)
+}
+
+// ArgoCDOCIApplicationYAML is an automated Argo CD Application in namespace that syncs an OCI
+// source (repoURL at revision) into namespace target, carrying the stagecoach.dev/stage label.
+func ArgoCDOCIApplicationYAML(namespace, name, repoURL, revision, stage, target string) string {
+	return fmt.Sprintf(`
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[5]s}}
+spec:
+  project: default
+  source: {repoURL: %[3]s, path: ., targetRevision: %[4]q}
+  destination: {server: https://kubernetes.default.svc, namespace: %[6]s}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+`, namespace, name, repoURL, revision, stage, target)
+}
+
+// FluxOCISource applies FluxOCISourceYAML in the scenario's namespace; the repository starts at tag.
+func (sc *Scenario) FluxOCISource(name, repo, tag, stage, target string) {
+	sc.T.Helper()
+	sc.Apply(FluxOCISourceYAML(sc.NS, name, sc.Registry.OCIURL(repo), tag, stage, target))
 }
 
 // ArgoCDOCIApplication registers repo with Argo CD and applies an automated Application in the
@@ -192,17 +213,7 @@ spec:
 func (sc *Scenario) ArgoCDOCIApplication(name, repo, revision, stage, target string) {
 	sc.T.Helper()
 	sc.G.Expect(sc.ArgoCDOCIRepository(sc.Ctx(), repo)).To(Succeed())
-	sc.Apply(fmt.Sprintf(`
-apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata: {name: %[1]s, labels: {stagecoach.dev/stage: %[4]s}}
-spec:
-  project: default
-  source: {repoURL: %[2]s, path: ., targetRevision: %[3]q}
-  destination: {server: https://kubernetes.default.svc, namespace: %[5]s}
-  syncPolicy:
-    automated: {prune: true, selfHeal: true}
-`, name, sc.Registry.OCIURL(repo), revision, stage, target))
+	sc.Apply(ArgoCDOCIApplicationYAML(sc.NS, name, sc.Registry.OCIURL(repo), revision, stage, target))
 }
 
 // Stage creates a Stage; mutate fills in what differs from the defaults (grace 1s, no gates).
