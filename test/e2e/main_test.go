@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
 )
 
@@ -23,6 +26,8 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
+	// Clients log through controller-runtime; their few lines are of no use here.
+	ctrllog.SetLogger(logr.Discard())
 	start := time.Now()
 	bin, err := stack.Build(ctx, os.Stderr)
 	if err != nil {

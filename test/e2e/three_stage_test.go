@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -21,10 +22,14 @@ import (
 // One service through three environments on the real engines (see package pipeline): dev on
 // Flux OCIRepository + Kustomization from the registry (signed releases only), staging on a Flux
 // Kustomization following dev, prod on an Argo CD Application following staging after one
-// approval. The releases, in order, each a subtest that needs the previous ones:
+// approval; and a second service in prod, whose Argo CD Application renders a Git source through
+// the Stagecoach config management plugin (in Argo CD's real cmp-server). The releases, in order,
+// each a subtest that needs the previous ones:
 //
 //   - v1, signed: reaches dev, staging and, after one Approval, prod; all Verified;
-//   - v2, unsigned: dev's candidate is blocked by its signature; no Promotion of it, anywhere;
+//   - the second service's signed v1 image: after one Approval the plugin, having checked the
+//     signature itself, pins the PodTemplate's image to the digest; Argo CD syncs it; Verified;
+//   - v2, unsigned (of both services): blocked by its signature; no Promotion of it, anywhere;
 //   - v3, signed but refused by staging's API server: Verified in dev, fails in staging, rolls
 //     back to v1, automation holds; v3 never reaches prod;
 //   - v4, signed and good: Verified in dev, but staging holds until a person promotes it; that
@@ -37,7 +42,7 @@ func TestThreeStagePipeline(t *testing.T) {
 	watchPipeline(t, p)
 
 	admin := sc.Client
-	var v1, v2, v3 string
+	var v1, v2, v3, pluginV2 string
 
 	if !t.Run("signed v1 reaches prod after one approval", func(t *testing.T) {
 		sc := sc.For(t)
@@ -93,12 +98,46 @@ func TestThreeStagePipeline(t *testing.T) {
 		return
 	}
 
+	if !t.Run("the second service, rendered by the plugin from Git, reaches prod after one approval", func(t *testing.T) {
+		sc := sc.For(t)
+		g := sc.G
+		pushed := time.Now()
+		image, err := p.PushPluginImage(ctx, "v1.0.0", pipeline.SignedBundle)
+		g.Expect(err).NotTo(HaveOccurred())
+		waitBlocked(sc, p, pipeline.PluginProd, image, "approvals")
+		approved := time.Now()
+		_, err = p.Approve(ctx, admin, stack.AdminUser, pipeline.PluginProd, image, "e2e: release checkout v1")
+		g.Expect(err).NotTo(HaveOccurred())
+		prod := sc.WaitVerified(p.Stages[pipeline.PluginProd], image, approved)
+
+		// Argo CD compared the live state with what the plugin rendered at the digest Stagecoach wrote.
+		app := sc.Get(g, "argoproj.io/v1alpha1", "Application", p.Stages[pipeline.PluginProd])
+		g.Expect(stack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
+		g.Expect(stack.Field(app, "status", "sync", "status")).To(Equal("Synced"))
+		env, _, _ := unstructured.NestedSlice(app.Object, "status", "sync", "comparedTo", "source", "plugin", "env")
+		g.Expect(env).To(ContainElement(map[string]any{"name": "STAGECOACH_DIGEST", "value": image}))
+		// What runs: the plugin pinned the declared image and stamped the Stage and version.
+		tmpl := &corev1.PodTemplate{}
+		g.Expect(sc.Client.Get(ctx, client.ObjectKey{Namespace: p.Targets[pipeline.PluginProd], Name: p.PluginService}, tmpl)).To(Succeed())
+		g.Expect(tmpl.Template.Spec.Containers).To(HaveLen(1))
+		g.Expect(tmpl.Template.Spec.Containers[0].Image).To(Equal(p.PluginImage() + "@" + image))
+		g.Expect(tmpl.Annotations).To(HaveKeyWithValue("stagecoach.dev/stage", p.Stages[pipeline.PluginProd]))
+		g.Expect(tmpl.Annotations).To(HaveKeyWithValue("stagecoach.dev/version", "v1.0.0"))
+		report("%s (Argo CD on Git through the Stagecoach plugin; pushed → approved %s)", prod, approved.Sub(pushed).Round(10*time.Millisecond))
+	}) {
+		return
+	}
+
 	if !t.Run("unsigned v2 is never offered", func(t *testing.T) {
 		sc := sc.For(t)
 		var err error
 		v2, err = p.Push(ctx, "v2.0.0", p.Manifests("v2.0.0"), pipeline.Unsigned)
 		sc.G.Expect(err).NotTo(HaveOccurred())
 		block := waitBlocked(sc, p, pipeline.Dev, v2, "signature")
+		sc.G.Expect(block.Reason).To(Equal("SignatureMissing"), block.Message)
+		pluginV2, err = p.PushPluginImage(ctx, "v2.0.0", pipeline.Unsigned)
+		sc.G.Expect(err).NotTo(HaveOccurred())
+		block = waitBlocked(sc, p, pipeline.PluginProd, pluginV2, "signature")
 		sc.G.Expect(block.Reason).To(Equal("SignatureMissing"), block.Message)
 		// That no Promotion of v2 ever exists is checked at the end, once later releases passed it by.
 	}) {
@@ -178,6 +217,7 @@ func TestThreeStagePipeline(t *testing.T) {
 	all, err := p.Promotions(ctx, "")
 	sc.G.Expect(err).NotTo(HaveOccurred())
 	sc.G.Expect(digests(all)).NotTo(ContainElement(v2), "a Promotion of the unsigned v2 exists")
+	sc.G.Expect(digests(all)).NotTo(ContainElement(pluginV2), "a Promotion of the second service's unsigned v2 exists")
 	prodPromotions, err := p.Promotions(ctx, pipeline.Prod)
 	sc.G.Expect(err).NotTo(HaveOccurred())
 	sc.G.Expect(digests(prodPromotions)).NotTo(ContainElement(v3), "v3 reached prod")

@@ -6,7 +6,11 @@
 //   - staging is applied by a Flux Kustomization from a Git environment repository, the version
 //     substituted into its manifests; its Stage follows dev, automatically, soak 0;
 //   - prod is applied by an Argo CD Application with an OCI source; its Stage follows staging,
-//     automatically once one person has approved the version.
+//     automatically once one person has approved the version;
+//   - a second service (default checkout) runs in prod too: an Argo CD Application renders its
+//     Git environment repository through the Stagecoach config management plugin, which pins the
+//     service's image to the promoted digest after checking its signature. Its Stage takes the
+//     newest signed image (semver ">=1.0.0") from the registry once one person has approved it.
 //
 // Nothing here needs a testing.T: every function takes a context and returns an error, and
 // Watch reports what happens as Events for a demo to print.
@@ -35,8 +39,15 @@ const (
 	Prod    = "prod"
 )
 
-// Environments lists the environments in the order a version travels.
+// PluginProd is the key (in Pipeline.Stages, Targets, Appliers, and Event.Environment) of the
+// second service's prod Stage, rendered by the Stagecoach plugin from Git.
+const PluginProd = "prod/plugin"
+
+// Environments lists the first service's environments in the order a version travels.
 var Environments = []string{Dev, Staging, Prod}
+
+// Lanes lists every Stage key of the pipeline: the environments, then the plugin-rendered service.
+var Lanes = []string{Dev, Staging, Prod, PluginProd}
 
 // BaselineTag is the release the environments ran before Stagecoach took over: dev's
 // OCIRepository starts at it, so that Flux reports a healthy artifact from the start. It is
@@ -57,8 +68,10 @@ type Options struct {
 	Grace time.Duration
 	// ProgressDeadline is how long a version may take to land (default 2m).
 	ProgressDeadline time.Duration
-	// Approvals prod requires (default 1).
+	// Approvals prod requires (default 1), for both services.
 	Approvals int32
+	// PluginService names the second service, rendered by the Stagecoach plugin (default checkout).
+	PluginService string
 }
 
 func (o *Options) defaults() error {
@@ -84,6 +97,12 @@ func (o *Options) defaults() error {
 	if o.Approvals == 0 {
 		o.Approvals = 1
 	}
+	if o.PluginService == "" {
+		o.PluginService = "checkout"
+	}
+	if o.PluginService == o.Service {
+		return fmt.Errorf("the plugin-rendered service must differ from the service (both are %q)", o.Service)
+	}
 	return nil
 }
 
@@ -96,9 +115,13 @@ type Pipeline struct {
 	Repo string
 	// GitRepo is the Git environment repository staging's Kustomization applies.
 	GitRepo string
-	// Stages maps an environment to its Stage's name; Targets to the namespace it deploys into.
+	// PluginService is the second service; PluginRepo the registry repository of its image, and
+	// PluginGitRepo its Git environment repository, which the plugin renders.
+	PluginService, PluginRepo, PluginGitRepo string
+	// Stages maps a lane (an environment, or PluginProd) to its Stage's name; Targets to the
+	// namespace it deploys into.
 	Stages, Targets map[string]string
-	// Appliers maps an environment to the engine object that applies it, as "Kind/name".
+	// Appliers maps a lane to the engine object that applies it, as "Kind/name".
 	Appliers map[string]string
 
 	key  verifytest.KeyPair
@@ -106,14 +129,16 @@ type Pipeline struct {
 }
 
 // Setup creates, in namespace (created when missing), the pipeline of one service: target
-// namespaces, the cosign key Secret, the engines' objects (at the baseline release) and the three
-// Stages. It returns when everything is created; the Stages then become Ready on their own.
+// namespaces, the cosign key Secret (and the plugin's trust in the key), the engines' objects (at
+// the baseline release) and the four Stages. It returns when everything is created; the Stages
+// then become Ready on their own.
 func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) (*Pipeline, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	svc := opts.Service
 	p := &Pipeline{Stack: s, Namespace: namespace, Service: svc, Repo: namespace + "/" + svc, GitRepo: namespace + "/" + svc + "-environments",
+		PluginService: opts.PluginService, PluginRepo: namespace + "/" + opts.PluginService, PluginGitRepo: namespace + "/" + opts.PluginService + "-environments",
 		Stages: map[string]string{}, Targets: map[string]string{}, Appliers: map[string]string{}, key: *opts.Key, opts: opts}
 	for _, ns := range append([]string{namespace}, namespace+"-"+Dev, namespace+"-"+Staging, namespace+"-"+Prod) {
 		if err := s.Namespace(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -124,6 +149,8 @@ func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) 
 		p.Stages[env] = svc + "-" + env
 		p.Targets[env] = namespace + "-" + env
 	}
+	p.Stages[PluginProd] = p.PluginService + "-" + Prod
+	p.Targets[PluginProd] = p.Targets[Prod]
 
 	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.KeySecret()},
 		Data: map[string][]byte{"cosign.pub": p.key.PublicPEM}}
@@ -138,6 +165,17 @@ func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) 
 	}); err != nil {
 		return nil, fmt.Errorf("failed to commit the environment repository %s: %w", p.GitRepo, err)
 	}
+	// The second service's image existed before Stagecoach, at a tag below the semver constraint.
+	if _, err := s.Registry.PushManifests(ctx, p.PluginRepo, BaselineTag, p.pluginImageFiles(BaselineTag)); err != nil {
+		return nil, fmt.Errorf("failed to push the baseline image %s of %s: %w", BaselineTag, p.PluginService, err)
+	}
+	// The plugin's keys directory is the sidecar's mounted Secret of trusted keys: one file per key.
+	if err := s.TrustPluginKey(namespace+"-"+p.PluginService, p.key.PublicPEM); err != nil {
+		return nil, fmt.Errorf("failed to give the Stagecoach plugin the public key of %s: %w", p.PluginService, err)
+	}
+	if _, err := s.Git.Commit(ctx, p.PluginGitRepo, "prod environment of "+p.PluginService, p.pluginEnvironment()); err != nil {
+		return nil, fmt.Errorf("failed to commit the environment repository %s: %w", p.PluginGitRepo, err)
+	}
 	if err := s.ArgoCDOCIRepository(ctx, p.Repo); err != nil {
 		return nil, err
 	}
@@ -147,30 +185,38 @@ func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) 
 	p.Appliers[Dev] = "OCIRepository/" + p.Stages[Dev]
 	p.Appliers[Staging] = "Kustomization/" + p.Stages[Staging]
 	p.Appliers[Prod] = "Application/" + p.Stages[Prod]
+	p.Appliers[PluginProd] = "Application/" + p.Stages[PluginProd]
 
 	verification := &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: opts.Grace},
 		ProgressDeadline: &metav1.Duration{Duration: opts.ProgressDeadline}}
+	registry := func(repo string) stagecoachv1.StageSource {
+		return stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: s.Registry.Repository(repo), Semver: ">=1.0.0",
+			Interval: &metav1.Duration{Duration: opts.RegistryInterval},
+			Verify:   &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: p.KeySecret()}}}}
+	}
 	stages := []stagecoachv1.StageSpec{
-		{Environment: Dev,
-			ApplyRef: stagecoachv1.ApplierReference{Kind: "OCIRepository", Name: p.Stages[Dev], Kustomization: p.Stages[Dev] + "-apply"},
-			Source: stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: s.Registry.Repository(p.Repo), Semver: ">=1.0.0",
-				Interval: &metav1.Duration{Duration: opts.RegistryInterval},
-				Verify:   &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: p.KeySecret()}}}},
+		{Service: svc, Environment: Dev,
+			ApplyRef:  stagecoachv1.ApplierReference{Kind: "OCIRepository", Name: p.Stages[Dev], Kustomization: p.Stages[Dev] + "-apply"},
+			Source:    registry(p.Repo),
 			Promotion: &stagecoachv1.PromotionPolicy{Auto: true}},
-		{Environment: Staging,
+		{Service: svc, Environment: Staging,
 			ApplyRef:  stagecoachv1.ApplierReference{Kind: "Kustomization", Name: p.Stages[Staging]},
 			Source:    stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: p.Stages[Dev]}},
 			Promotion: &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{}}},
-		{Environment: Prod,
+		{Service: svc, Environment: Prod,
 			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: p.Stages[Prod]},
 			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: p.Stages[Staging]}},
 			Promotion: &stagecoachv1.PromotionPolicy{Auto: true,
 				Approvals: &stagecoachv1.ApprovalPolicy{Required: opts.Approvals}}},
+		{Service: p.PluginService, Environment: Prod,
+			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: p.Stages[PluginProd]},
+			Source:   registry(p.PluginRepo),
+			Promotion: &stagecoachv1.PromotionPolicy{Auto: true,
+				Approvals: &stagecoachv1.ApprovalPolicy{Required: opts.Approvals}}},
 	}
 	for _, spec := range stages {
-		spec.Service = svc
 		spec.Verification = verification.DeepCopy()
-		st := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Stages[spec.Environment]}, Spec: spec}
+		st := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: spec.Service + "-" + spec.Environment}, Spec: spec}
 		if err := s.Client.Create(ctx, st); err != nil {
 			return nil, fmt.Errorf("failed to create Stage %s/%s: %w", namespace, st.Name, err)
 		}
@@ -201,9 +247,35 @@ data:
 `, service)
 }
 
+// PluginImage is the second service's image repository, registry-qualified: what its
+// .stagecoach.yaml declares and the plugin pins.
+func (p *Pipeline) PluginImage() string { return p.Stack.Registry.Repository(p.PluginRepo) }
+
+// pluginEnvironment is the second service's Git environment repository: prod/ holds a PodTemplate
+// (a workload object that is healthy without kube-controller-manager) whose container runs the
+// service's image, and the .stagecoach.yaml that opts the directory into the plugin.
+func (p *Pipeline) pluginEnvironment() map[string]string {
+	return map[string]string{
+		"prod/.stagecoach.yaml": fmt.Sprintf("stage: %s\nimages:\n  - %s\n", p.Stages[PluginProd], p.PluginImage()),
+		"prod/podtemplate.yaml": fmt.Sprintf(`apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: %[1]s
+template:
+  metadata:
+    labels: {app: %[1]s}
+  spec:
+    containers:
+      - name: %[1]s
+        image: %[2]s:latest
+`, p.PluginService, p.PluginImage()),
+	}
+}
+
 // enginesYAML: dev's OCIRepository and Kustomization (at the baseline tag: Stagecoach pins
 // digests from the first promotion on), staging's GitRepository and Kustomization, prod's
-// Application (no revision until Stagecoach writes one). Each applier carries its Stage's label.
+// Application (no revision until Stagecoach writes one), and the plugin service's Application on
+// Git (no STAGECOACH_DIGEST until Stagecoach writes one). Each applier carries its Stage's label.
 func (p *Pipeline) enginesYAML() string {
 	s := p.Stack
 	return stack.FluxOCISourceYAML(p.Namespace, p.Stages[Dev], s.Registry.OCIURL(p.Repo), BaselineTag, p.Stages[Dev], p.Namespace+"-dev") +
@@ -230,7 +302,8 @@ spec:
   postBuild: {substitute: {}}
 ---
 `, p.Namespace, p.Stages[Staging], s.Git.URL(p.GitRepo)) +
-		stack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod")
+		stack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod") +
+		"---\n" + stack.ArgoCDPluginApplicationYAML(p.Namespace, p.Stages[PluginProd], s.Git.URL(p.PluginGitRepo), "prod", p.Stages[PluginProd], p.Targets[PluginProd])
 }
 
 // Signing is how a release is signed.
@@ -258,11 +331,26 @@ func (s Signing) String() string {
 // Push pushes a release (files as a plain-manifests artifact tagged tag), signs it as asked with
 // the pipeline's key, and asks dev to list the registry at once. It returns the digest.
 func (p *Pipeline) Push(ctx context.Context, tag string, files map[string]string, signing Signing) (string, error) {
-	digest, err := p.Stack.Registry.PushManifests(ctx, p.Repo, tag, files)
+	return p.push(ctx, p.Repo, Dev, tag, files, signing)
+}
+
+// PushPluginImage pushes the second service's image tagged tag (one layer naming the version),
+// signs it as asked, and asks its Stage to list the registry at once. It returns the digest.
+func (p *Pipeline) PushPluginImage(ctx context.Context, tag string, signing Signing) (string, error) {
+	return p.push(ctx, p.PluginRepo, PluginProd, tag, p.pluginImageFiles(tag), signing)
+}
+
+// pluginImageFiles is the second service's image content at tag: one layer naming the version.
+func (p *Pipeline) pluginImageFiles(tag string) map[string]string {
+	return map[string]string{p.PluginService + "/VERSION": tag + "\n"}
+}
+
+func (p *Pipeline) push(ctx context.Context, repo, lane, tag string, files map[string]string, signing Signing) (string, error) {
+	digest, err := p.Stack.Registry.PushManifests(ctx, repo, tag, files)
 	if err != nil {
 		return "", err
 	}
-	ref := p.Stack.Registry.Repository(p.Repo) + "@" + digest
+	ref := p.Stack.Registry.Repository(repo) + "@" + digest
 	switch signing {
 	case SignedBundle:
 		err = asTest(func(tb testing.TB) { verifytest.SignBundle(tb, ctx, ref, p.key) })
@@ -272,7 +360,7 @@ func (p *Pipeline) Push(ctx context.Context, tag string, files map[string]string
 	if err != nil {
 		return "", fmt.Errorf("failed to sign %s: %w", ref, err)
 	}
-	return digest, p.RequestReconcile(ctx, Dev)
+	return digest, p.RequestReconcile(ctx, lane)
 }
 
 // PushSigned pushes the release files for tag, signed with a Sigstore bundle.
@@ -322,7 +410,7 @@ func (p *Pipeline) Stage(ctx context.Context, env string) (*stagecoachv1.Stage, 
 	return st, nil
 }
 
-// Promotions lists the Promotions of env's Stage (every environment's when env is empty).
+// Promotions lists the Promotions of a lane's Stage (every lane's when env is empty).
 func (p *Pipeline) Promotions(ctx context.Context, env string) ([]stagecoachv1.Promotion, error) {
 	var list stagecoachv1.PromotionList
 	if err := p.Stack.Client.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
@@ -330,7 +418,7 @@ func (p *Pipeline) Promotions(ctx context.Context, env string) ([]stagecoachv1.P
 	}
 	var out []stagecoachv1.Promotion
 	for _, pr := range list.Items {
-		for _, e := range Environments {
+		for _, e := range Lanes {
 			if (env == "" || env == e) && pr.Spec.Stage == p.Stages[e] {
 				out = append(out, pr)
 			}

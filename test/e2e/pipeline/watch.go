@@ -51,7 +51,7 @@ func (e Event) String() string {
 	if version == "" {
 		version = short(e.Digest)
 	}
-	s := fmt.Sprintf("%s %-8s %-11s %s", e.At.Format("15:04:05.000"), e.Environment, e.Kind, version)
+	s := fmt.Sprintf("%s %-11s %-11s %s", e.At.Format("15:04:05.000"), e.Environment, e.Kind, version)
 	if e.Promotion != "" {
 		s += " (" + e.Promotion + ")"
 	}
@@ -107,7 +107,7 @@ func (w *watcher) poll(ctx context.Context) {
 		return all[i].CreationTimestamp.Before(&all[j].CreationTimestamp) ||
 			(all[i].CreationTimestamp.Equal(&all[j].CreationTimestamp) && all[i].Name < all[j].Name)
 	})
-	for _, env := range Environments {
+	for _, env := range Lanes {
 		st, err := w.p.Stage(ctx, env)
 		if err != nil {
 			continue

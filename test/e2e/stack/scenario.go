@@ -202,6 +202,24 @@ spec:
 `, namespace, name, repoURL, revision, stage, target)
 }
 
+// ArgoCDPluginApplicationYAML is an automated Argo CD Application in namespace that renders path
+// of the Git repository repoURL (branch main) through the Stagecoach config management plugin into
+// namespace target, carrying the stagecoach.dev/stage label. Stagecoach writes the promoted digest
+// to the plugin's STAGECOACH_DIGEST.
+func ArgoCDPluginApplicationYAML(namespace, name, repoURL, path, stage, target string) string {
+	return fmt.Sprintf(`
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[5]s}}
+spec:
+  project: default
+  source: {repoURL: %[3]s, path: %[4]s, targetRevision: main, plugin: {name: %[7]s}}
+  destination: {server: https://kubernetes.default.svc, namespace: %[6]s}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+`, namespace, name, repoURL, path, stage, target, PluginName)
+}
+
 // FluxOCISource applies FluxOCISourceYAML in the scenario's namespace; the repository starts at tag.
 func (sc *Scenario) FluxOCISource(name, repo, tag, stage, target string) {
 	sc.T.Helper()

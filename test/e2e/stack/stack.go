@@ -1,9 +1,10 @@
 // Package stack runs the end-to-end stack on 127.0.0.1 as plain processes: etcd and kube-apiserver
 // (with a generated CA, tokens, service-account keys and kubeconfigs), Argo CD v3.6.1
-// (application-controller, repo-server, optionally cmp-server, and redis from the distribution),
-// Flux source-, kustomize- and notification-controller, an in-memory OCI registry, a git smart-HTTP
-// server, and the real `stagecoach controller` built from the checkout. Every port is allocated per
-// run, every component logs to its own file, and Stop ends exactly the processes Start began.
+// (application-controller, repo-server, cmp-server with Stagecoach's plugin, and redis from the
+// distribution), Flux source-, kustomize- and notification-controller, an in-memory OCI registry,
+// a git smart-HTTP server, and the real `stagecoach controller` built from the checkout. Every port
+// is allocated per run, every component logs to its own file, and Stop ends exactly the processes
+// Start began.
 //
 // Scenarios share one Stack per test binary (see Scenario); the binaries come from Build.
 package stack
@@ -38,8 +39,9 @@ type Options struct {
 	Dir string
 	// Progress receives one line per step (stderr when nil).
 	Progress io.Writer
-	// CMPConfigDir, when set, runs argocd-cmp-server with the plugin.yaml in that folder (the
-	// Stagecoach plugin); its generate command finds `stagecoach` on PATH.
+	// CMPConfigDir is the folder of the plugin.yaml argocd-cmp-server runs (default: the
+	// checkout's plugin/, the Stagecoach plugin); its generate command finds `stagecoach` on PATH
+	// and the trusted keys in PluginKeysDir.
 	CMPConfigDir string
 	// ControllerArgs are extra flags for `stagecoach controller`.
 	ControllerArgs []string
@@ -58,6 +60,11 @@ type Stack struct {
 
 	Registry *Registry
 	Git      *GitServer
+
+	// PluginKeysDir is the Stagecoach plugin's STAGECOACH_VERIFY_KEYS_DIR, as the sidecar's mounted
+	// Secret of trusted cosign keys would be: TrustPluginKey adds a key. The plugin renders a
+	// promoted digest only if one of them verifies its signature.
+	PluginKeysDir string
 
 	// Addresses (host:port) of the listeners scenarios talk to.
 	APIServer, FluxEvents, FluxReceiver, Hooks, ControllerMetrics, ControllerHealth string
@@ -108,6 +115,9 @@ const FluxNamespace = "flux-system"
 func Start(ctx context.Context, bin *Binaries, opts Options) (*Stack, error) {
 	if opts.Progress == nil {
 		opts.Progress = os.Stderr
+	}
+	if opts.CMPConfigDir == "" {
+		opts.CMPConfigDir = filepath.Join(bin.RepoRoot, "plugin")
 	}
 	if opts.Dir == "" {
 		var err error
@@ -375,7 +385,7 @@ func (s *Stack) startEngines(ctx context.Context) error {
 		return err
 	}
 	argoDirs := map[string]string{}
-	for _, k := range []string{"tls", "ssh", "gnupg", "plugins", "cmp"} {
+	for _, k := range []string{"tls", "ssh", "gnupg", "plugins", "cmp", "cmp-keys"} {
 		argoDirs[k] = filepath.Join(s.Dir, "argocd", k)
 		if err := os.MkdirAll(argoDirs[k], 0o700); err != nil {
 			return err
@@ -385,13 +395,13 @@ func (s *Stack) startEngines(ctx context.Context) error {
 		"ARGOCD_TLS_DATA_PATH=" + argoDirs["tls"], "ARGOCD_SSH_DATA_PATH=" + argoDirs["ssh"], "ARGOCD_GNUPGHOME=" + argoDirs["gnupg"],
 		"ARGOCD_PLUGINSOCKFILEPATH=" + argoDirs["plugins"], "ARGOCD_CMP_WORKDIR=" + argoDirs["cmp"]}
 	s.argoEnv, s.repoServer = argoEnv, repoAddr
-	if s.opts.CMPConfigDir != "" {
-		// cmp-server ignores SIGTERM (it only removes its socket), so Stop kills it after a short grace.
-		if err := run(processSpec{name: ArgoCDCMPServer, path: filepath.Join(s.binDir, ArgoCDCMPServer), env: argoEnv, grace: 2 * time.Second,
-			args: []string{"--config-dir-path", s.opts.CMPConfigDir, "--loglevel", "info", "--logformat", "text"}},
-			"plugin socket in "+argoDirs["plugins"], anySocket(argoDirs["plugins"])); err != nil {
-			return err
-		}
+	s.PluginKeysDir = argoDirs["cmp-keys"]
+	// cmp-server ignores SIGTERM (it only removes its socket), so Stop kills it after a short grace.
+	if err := run(processSpec{name: ArgoCDCMPServer, path: filepath.Join(s.binDir, ArgoCDCMPServer), grace: 2 * time.Second,
+		env:  append(slices.Clone(argoEnv), "STAGECOACH_VERIFY_KEYS_DIR="+s.PluginKeysDir),
+		args: []string{"--config-dir-path", s.opts.CMPConfigDir, "--loglevel", "info", "--logformat", "text"}},
+		"plugin socket in "+argoDirs["plugins"], anySocket(argoDirs["plugins"])); err != nil {
+		return err
 	}
 	if err := run(processSpec{name: ArgoCDRepoServer, path: filepath.Join(s.binDir, ArgoCDRepoServer), env: argoEnv, args: []string{
 		"--address", "127.0.0.1", "--port", fmt.Sprint(ports[1]), "--metrics-address", "127.0.0.1", "--metrics-port", fmt.Sprint(ports[2]),
@@ -547,6 +557,14 @@ func (s *Stack) closeFixtures() {
 func (s *Stack) Namespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"stagecoach.dev/e2e": "true"}}}
 	return s.Client.Create(ctx, ns)
+}
+
+// PluginName is the Stagecoach plugin as Applications name it: plugin/plugin.yaml's name-version.
+const PluginName = "stagecoach-v1"
+
+// TrustPluginKey adds a cosign public key (PEM) to the plugin's trusted keys, as <name>.pub.
+func (s *Stack) TrustPluginKey(name string, publicPEM []byte) error {
+	return os.WriteFile(filepath.Join(s.PluginKeysDir, name+".pub"), publicPEM, 0o644)
 }
 
 // ArgoCDOCIRepository registers an OCI repository of the stack's registry with Argo CD (plain HTTP).

@@ -1,6 +1,7 @@
 // Command demo is `make demo`: it builds what the local stack needs (once), starts a real
 // kube-apiserver with Argo CD, Flux, an OCI registry, a git server and the stagecoach controller
-// on 127.0.0.1, sets up a three-stage pipeline for a demo service, and walks releases through it
+// on 127.0.0.1, sets up a three-stage pipeline for a demo service (and a second service in prod,
+// rendered from git by the Stagecoach plugin), and walks releases through it
 // while printing each step. Then it prints `stagecoach plan -A` and, on a terminal, leaves the stack
 // running until Ctrl-C; without a terminal it stops at once, so scripts can run it.
 package main
@@ -13,9 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/cli"
@@ -28,6 +31,8 @@ const stepTimeout = 3 * time.Minute
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Clients log through controller-runtime; their few lines are of no use here.
+	ctrllog.SetLogger(logr.Discard())
 	defer stop()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -66,7 +71,11 @@ func run(ctx context.Context) (err error) {
 	say("pipeline for service payments in namespace demo:\n" +
 		"    dev     Flux OCIRepository + Kustomization; takes the newest signed release >=1.0.0 from the registry\n" +
 		"    staging Flux Kustomization from a git repository; follows dev\n" +
-		"    prod    Argo CD Application (OCI source); follows staging once one person approves")
+		"    prod    Argo CD Application (OCI source); follows staging once one person approves\n" +
+		"pipeline for service checkout (its image) in the same namespace:\n" +
+		"    prod    Argo CD Application on a git repository, rendered by the Stagecoach plugin in Argo CD's cmp-server,\n" +
+		"            which pins the image to the promoted digest after checking its signature; takes the newest signed\n" +
+		"            image >=1.0.0 from the registry once one person approves")
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -95,6 +104,24 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	say("v1.0.0 runs in dev, staging and prod")
+
+	say("pushing the checkout image v1.0.0, signed")
+	checkout, err := p.PushPluginImage(ctx, "v1.0.0", pipeline.SignedBundle)
+	if err != nil {
+		return err
+	}
+	if block, err = waitBlocked(ctx, p, pipeline.PluginProd, checkout, "approvals"); err != nil {
+		return err
+	}
+	say("checkout waits for an approval: %s", block.Message)
+	say("approving checkout v1.0.0 for prod as %s", stack.AdminUser)
+	if _, err := p.Approve(ctx, s.Client, stack.AdminUser, pipeline.PluginProd, checkout, "demo: looks good"); err != nil {
+		return err
+	}
+	if err := waitVerified(ctx, p, pipeline.PluginProd, checkout); err != nil {
+		return err
+	}
+	say("checkout runs %s@%s in prod (kubectl get podtemplate checkout -n %s -o yaml)", p.PluginImage(), checkout, p.Targets[pipeline.PluginProd])
 
 	say("pushing v1.1.0, unsigned")
 	v11, err := p.Push(ctx, "v1.1.0", p.Manifests("v1.1.0"), pipeline.Unsigned)
