@@ -32,6 +32,9 @@ type checkRuns struct {
 }
 
 type checkRun struct {
+	stage   types.NamespacedName
+	uid     types.UID
+	cancel  context.CancelFunc
 	done    bool
 	results []check.Result
 }
@@ -51,18 +54,23 @@ func (c *checkRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, 
 		}
 		return nil, false
 	}
-	run := &checkRun{}
-	c.runs[key] = run
 	ctx := ctrl.LoggerInto(c.baseCtx, ctrl.Log.WithName("checks").WithValues("stage", stage.String(), "promotion", p.Name, "phase", in.Phase))
+	ctx, cancel := context.WithCancel(ctx)
+	run := &checkRun{stage: stage, uid: p.UID, cancel: cancel}
+	c.runs[key] = run
 	go func() {
+		defer cancel()
 		results := make([]check.Result, 0, len(checks))
 		for _, spec := range checks {
 			results = append(results, c.runner.Run(ctx, spec, in))
 		}
 		c.mu.Lock()
+		dropped := c.runs[key] != run
 		run.done, run.results = true, results
 		c.mu.Unlock()
-		c.wake([]reconcile.Request{{NamespacedName: stage}})
+		if !dropped {
+			c.wake([]reconcile.Request{{NamespacedName: stage}})
+		}
 	}()
 	return nil, false
 }
@@ -71,7 +79,33 @@ func (c *checkRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, 
 func (c *checkRuns) forget(p *stagecoachv1.Promotion, phase plugincheck.Phase) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.runs, string(p.UID)+"/"+string(phase))
+	key := string(p.UID) + "/" + string(phase)
+	if run, ok := c.runs[key]; ok {
+		run.cancel()
+		delete(c.runs, key)
+	}
+}
+
+// retain stops and drops the check runs of the Stage's Promotions that are not in unfinished:
+// deleted, or ended some other way (aborted, superseded, past their deadline) while their checks
+// ran; every reconcile that lists the Stage's Promotions calls it, and a deleted Stage's reconcile
+// calls it with none. Without it their results would stay in memory as long as the controller runs.
+func (c *checkRuns) retain(stage types.NamespacedName, unfinished map[types.UID]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, run := range c.runs {
+		if run.stage == stage && !unfinished[run.uid] {
+			run.cancel()
+			delete(c.runs, key)
+		}
+	}
+}
+
+// size is how many runs are kept (for tests).
+func (c *checkRuns) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.runs)
 }
 
 // runChecks returns the verdict of a phase's checks for the Promotion: done is false while they

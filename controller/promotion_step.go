@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -144,6 +145,14 @@ func (run *promotionRun) listPromotions(ctx context.Context) error {
 		return fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
 	}
 	run.promotions = list.Items
+	// Check runs of Promotions that are gone or ended some other way are of no use any more.
+	unfinished := map[types.UID]bool{}
+	for i := range run.promotions {
+		if !plan.IsFinished(&run.promotions[i]) {
+			unfinished[run.promotions[i].UID] = true
+		}
+	}
+	run.r.checks.retain(client.ObjectKeyFromObject(run.stage), unfinished)
 	return nil
 }
 
@@ -347,16 +356,23 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	if stage.Status.Current != nil {
 		known = append(known, stage.Status.Current.Digest)
 	}
+	neverApplied := stage.Status.LastAppliedDigest == "" && stage.Status.Current == nil && len(stage.Status.History) == 0
 	// What any of this Stage's Promotions applied was written by Stagecoach, even if the Stage's
 	// status lost the write to a conflict.
 	for _, other := range run.promotions {
 		if other.Status.AppliedAt != nil && other.Status.Version != nil {
 			known = append(known, other.Status.Version.Digest)
+			neverApplied = false
 		}
 	}
 	if !slices.Contains(known, current) {
-		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion",
-			run.obj.GetKind(), run.obj.GetName(), current)
+		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) and promote again",
+			run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
+		if neverApplied {
+			// The usual case when a Stage takes over an applier that already runs something.
+			msg = fmt.Sprintf("%s '%s' already runs %q, and this Stage has not applied anything yet. If that is what ran before Stagecoach took over, adopt it (stagecoach unfreeze -n %s --stage %s, an Unfreeze Promotion), then promote again",
+				run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
+		}
 		run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
 		run.event(stage, corev1.EventTypeWarning, EventFrozen, "%s", msg)
 		run.engineEvent(p, corev1.EventTypeWarning, EventFrozen, msg)

@@ -73,6 +73,9 @@ type StageReconciler struct {
 func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	stage := &stagecoachv1.Stage{}
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.checks.retain(req.NamespacedName, nil) // a deleted Stage's checks stop
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// One status writer: whatever the steps below decide is patched by commit, and a changed

@@ -32,6 +32,12 @@ const (
 	Landed Phase = "Landed"
 	// Failed: the engine reports that applying this version failed.
 	Failed Phase = "Failed"
+	// Rechecking: the engine had reconciled this very generation successfully, with the version
+	// proven, and is reconciling it again (a Flux interval run, a new commit or a nudge sets
+	// Ready=Unknown meanwhile). It neither proves nor disproves the version: a landed version keeps
+	// its grace clock but is not verified until the engine says Ready again (nor later than the
+	// grace plus the progress deadline, when the Promotion fails).
+	Rechecking Phase = "Rechecking"
 )
 
 // Observation is what the engine's status says about one version, with the evidence.

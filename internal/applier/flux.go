@@ -47,6 +47,9 @@ type fluxState struct {
 	reason  string
 	message string
 	stalled bool
+	// settled: status.observedGeneration is the object's generation, that is, a reconcile of this
+	// generation has already ended Ready (or Stalled): Flux records it only then.
+	settled bool
 }
 
 // readFluxState applies the flux CLI's rule: Ready's own observedGeneration, when set, must be
@@ -56,7 +59,7 @@ func readFluxState(obj *unstructured.Unstructured) fluxState {
 	gen := obj.GetGeneration()
 	statusGen, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
 	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	var st fluxState
+	st := fluxState{settled: statusGen == gen}
 	for _, c := range conditions {
 		m, _ := c.(map[string]any)
 		switch m["type"] {
@@ -87,6 +90,9 @@ func observeFlux(obj *unstructured.Unstructured, digest string, failureReasons [
 			"waiting for %s to be reconciled at generation %d", name, obj.GetGeneration())}
 	case st.ready == "False" && (slices.Contains(failureReasons, st.reason) || st.stalled):
 		return Observation{Phase: Failed, Reason: st.reason, Message: fmt.Sprintf("%s failed with %s applying %s: %s", name, st.reason, digest, st.message)}
+	case st.ready == "Unknown" && st.settled && unproven == "":
+		return Observation{Phase: Rechecking, Reason: "Rechecking", Message: fmt.Sprintf(
+			"%s is reconciling generation %d again, which it had reconciled before (%s: %s)", name, obj.GetGeneration(), st.reason, st.message)}
 	case st.ready != "True":
 		return Observation{Phase: Progressing, Reason: "WaitingForReady", Message: fmt.Sprintf("%s is not Ready (%s): %s", name, st.reason, st.message)}
 	case unproven != "":
@@ -131,24 +137,49 @@ func (o FluxOCIRepository) Observe(obj *unstructured.Unstructured, digest string
 	}
 	source := observeFlux(obj, digest, []string{"FetchFailed", "StorageOperationFailed", "VerificationError", "InvalidURL", "AuthenticationFailed"},
 		unproven, "artifact "+rev)
-	if o.Kustomization == nil || source.Phase != Landed {
+	if o.Kustomization == nil || (source.Phase != Landed && source.Phase != Rechecking) {
 		return source
 	}
-	k := o.Kustomization
-	applied, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
-	unproven = ""
-	if !revisionNames(applied, digest) {
-		unproven = fmt.Sprintf("%s applied %q, not %s yet", describeKind(k), applied, digest)
-	}
-	applier := observeFlux(k, digest, kustomizationFailures, unproven, "applied "+applied)
-	if applier.Phase == Landed {
+	applier := o.observeThrough(digest)
+	switch {
+	case source.Phase == Rechecking && applier.Phase == Failed:
+		return applier // the source checking its artifact again hides nothing the Kustomization reports
+	case source.Phase == Rechecking:
+		return source
+	case applier.Phase == Landed:
 		applier.Message = source.Message + "; " + applier.Message
 	}
 	return applier
 }
 
+// observeThrough judges the Kustomization that applies the artifact. Its generation does not
+// change with the artifact, so its Ready=False may be about an older artifact (say, the release
+// being rolled back from): a failure counts only once the Kustomization has tried this digest
+// (status.lastAttemptedRevision), or names it, or is Stalled. An artifact it cannot even fetch
+// is not recorded as tried, so that failure shows at the progress deadline.
+func (o FluxOCIRepository) observeThrough(digest string) Observation {
+	k := o.Kustomization
+	attempted, _, _ := unstructured.NestedString(k.Object, "status", "lastAttemptedRevision")
+	if st := readFluxState(k); st.current && st.ready == "False" && !st.stalled && !revisionNames(attempted, digest) &&
+		!strings.Contains(st.message, strings.TrimPrefix(digest, "sha256:")) {
+		return Observation{Phase: Progressing, Reason: "WaitingForAttempt", Message: fmt.Sprintf(
+			"%s has not tried %s yet; it last tried %q (%s: %s)", describeKind(k), digest, attempted, st.reason, st.message)}
+	}
+	applied, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
+	unproven := ""
+	if !revisionNames(applied, digest) {
+		unproven = fmt.Sprintf("%s applied %q, not %s yet", describeKind(k), applied, digest)
+	}
+	return observeFlux(k, digest, kustomizationFailures, unproven, "applied "+applied)
+}
+
 // kustomizationFailures are the Ready reasons with which kustomize-controller gives up on a revision.
 var kustomizationFailures = []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed", "ArtifactFailed"}
+
+// substitutionFailures are kustomizationFailures without ArtifactFailed: when Stagecoach writes
+// the version into the Kustomization's spec, the artifact is its source's (a Git repository, say),
+// the same whatever the version, and often only not there yet ("Source artifact not found").
+var substitutionFailures = []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed"}
 
 // FluxKustomization applies versions through spec.images (the entry named Image) or the
 // postBuild substitutions; both are in its spec, so landed is Ready for the generation that
@@ -225,7 +256,7 @@ func (k FluxKustomization) Observe(obj *unstructured.Unstructured, digest string
 		unproven = fmt.Sprintf("%s carries %q, not %s", describeKind(obj), k.Revision(obj), digest)
 	}
 	rev, _, _ := unstructured.NestedString(obj.Object, "status", "lastAppliedRevision")
-	return observeFlux(obj, digest, kustomizationFailures, unproven, "applied source revision "+rev)
+	return observeFlux(obj, digest, substitutionFailures, unproven, "applied source revision "+rev)
 }
 
 // FluxHelmRelease applies versions as a values key (ValuesKey) or as the chart version (the tag);

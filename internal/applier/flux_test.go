@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -118,18 +119,39 @@ func TestFluxObserve(t *testing.T) {
 		{name: "Kustomization reconciling", applier: FluxKustomization{}, kind: "Kustomization",
 			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 1, conditions: [` + ready("Unknown", "Progressing", 2) + `, {type: Reconciling, status: "True", reason: Progressing, message: m}]}}`,
 			wantPhase: Progressing, wantReason: "WaitingForReady"},
+		// An interval run of the generation that already settled (status.observedGeneration is it):
+		// what was applied stands while the engine checks it again.
+		{name: "Kustomization reconciling again the generation it settled", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, lastAppliedRevision: "main@sha1:abc", conditions: [` + ready("Unknown", "Progressing", 2) + `]}}`,
+			wantPhase: Rechecking, wantReason: "Rechecking"},
+		{name: "Kustomization reconciling again, but another digest in spec", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d1 + `"}}}, status: {observedGeneration: 2, conditions: [` + ready("Unknown", "Progressing", 2) + `]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForReady"},
+		{name: "OCIRepository reconciling again, artifact still the digest", applier: FluxOCIRepository{}, kind: "OCIRepository",
+			y:         `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "v2@` + d2 + `"}, conditions: [` + ready("Unknown", "Progressing", 2) + `]}}`,
+			wantPhase: Rechecking, wantReason: "Rechecking"},
+		{name: "OCIRepository reconciling a new generation", applier: FluxOCIRepository{}, kind: "OCIRepository",
+			y:         `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 1, artifact: {revision: "v2@` + d2 + `"}, conditions: [` + ready("Unknown", "Progressing", 2) + `]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForReady"},
 		{name: "Kustomization landed", applier: FluxKustomization{}, kind: "Kustomization",
 			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, lastAppliedRevision: "main@sha1:abc", conditions: [` + ready("True", "ReconciliationSucceeded", 2) + `]}}`,
 			wantPhase: Landed},
 		{name: "Kustomization health check failed", applier: FluxKustomization{}, kind: "Kustomization",
 			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, conditions: [` + ready("False", "HealthCheckFailed", 2) + `]}}`,
 			wantPhase: Failed, wantReason: "HealthCheckFailed"},
+		// The Kustomization's source (Git) is the same whatever the version: a missing artifact waits.
+		{name: "Kustomization waiting for its source's artifact is not a failure", applier: FluxKustomization{}, kind: "Kustomization",
+			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 1, conditions: [` + ready("False", "ArtifactFailed", 2) + `]}}`,
+			wantPhase: Progressing, wantReason: "WaitingForReady"},
 		{name: "Kustomization waiting on a dependency is not a failure", applier: FluxKustomization{}, kind: "Kustomization",
 			y:         `{spec: {postBuild: {substitute: {STAGECOACH_DIGEST: "` + d2 + `"}}}, status: {observedGeneration: 2, conditions: [` + ready("False", "DependencyNotReady", 2) + `]}}`,
 			wantPhase: Progressing},
 		{name: "HelmRelease deployed at the values digest", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease",
 			y:         `{spec: {values: {image: {digest: "` + d2 + `"}}}, status: {observedGeneration: 2, history: [{version: 3, status: deployed, chartVersion: 1.0.0}], conditions: [` + ready("True", "UpgradeSucceeded", 2) + `]}}`,
 			wantPhase: Landed},
+		{name: "HelmRelease reconciling again the release it deployed", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease",
+			y:         `{spec: {values: {image: {digest: "` + d2 + `"}}}, status: {observedGeneration: 2, history: [{version: 3, status: deployed, chartVersion: 1.0.0}], conditions: [` + ready("Unknown", "Progressing", 2) + `]}}`,
+			wantPhase: Rechecking, wantReason: "Rechecking"},
 		{name: "HelmRelease newest release failed", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease",
 			y:         `{spec: {values: {image: {digest: "` + d2 + `"}}}, status: {observedGeneration: 2, history: [{version: 3, status: failed}], conditions: [` + ready("False", "UpgradeFailed", 2) + `]}}`,
 			wantPhase: Failed, wantReason: "UpgradeFailed"},
@@ -154,8 +176,11 @@ func TestFluxOCIRepositoryThroughKustomization(t *testing.T) {
 		return `{type: Ready, status: "` + status + `", reason: ` + reason + `, message: "m", observedGeneration: 2}`
 	}
 	repo := `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "v2@` + d2 + `"}, conditions: [` + ready("True", "Succeeded") + `]}}`
+	repoRechecking := `{spec: {ref: {digest: "` + d2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "v2@` + d2 + `"}, conditions: [` + ready("Unknown", "Progressing") + `]}}`
+	older := "v3@sha256:" + strings.Repeat("3", 64)
 	cases := []struct {
 		name, kustomization string
+		repo                string // the Ready OCIRepository at the digest when empty
 		wantPhase           Phase
 		wantMsg             string
 	}{
@@ -165,15 +190,39 @@ func TestFluxOCIRepositoryThroughKustomization(t *testing.T) {
 		{name: "the Kustomization applied it",
 			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v2@` + d2 + `", conditions: [` + ready("True", "ReconciliationSucceeded") + `]}}`,
 			wantPhase:     Landed, wantMsg: "artifact v2@" + d2},
+		{name: "the Kustomization checks again what it applied",
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v2@` + d2 + `", conditions: [` + ready("Unknown", "Progressing") + `]}}`,
+			wantPhase:     Rechecking, wantMsg: "reconciling generation 2 again"},
 		{name: "the Kustomization's health checks failed",
-			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v1@` + d1 + `", conditions: [` + ready("False", "HealthCheckFailed") + `]}}`,
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v1@` + d1 + `", lastAttemptedRevision: "v2@` + d2 + `", conditions: [` + ready("False", "HealthCheckFailed") + `]}}`,
+			wantPhase:     Failed, wantMsg: "HealthCheckFailed"},
+		// Rolling back from a release that failed: the failure is the old artifact's, not this one's.
+		{name: "the Kustomization's failure is about an older artifact",
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v0@` + d1 + `", lastAttemptedRevision: "` + older + `", conditions: [` + ready("False", "HealthCheckFailed") + `]}}`,
+			wantPhase:     Progressing, wantMsg: "has not tried " + d2 + " yet"},
+		{name: "a failure that names the digest is this one's",
+			kustomization: `{status: {observedGeneration: 2, lastAttemptedRevision: "` + older + `", conditions: [{type: Ready, status: "False", reason: ArtifactFailed, observedGeneration: 2, message: "failed to download artifact from http://source-controller/ocirepository/dev/payments/` + strings.TrimPrefix(d2, "sha256:") + `.tar.gz"}]}}`,
+			wantPhase:     Failed, wantMsg: "ArtifactFailed"},
+		{name: "a Stalled Kustomization fails whatever it tried",
+			kustomization: `{status: {observedGeneration: 2, lastAttemptedRevision: "` + older + `", conditions: [` + ready("False", "InvalidHealthCheck") + `, {type: Stalled, status: "True", reason: InvalidHealthCheck, message: m, observedGeneration: 2}]}}`,
+			wantPhase:     Failed, wantMsg: "InvalidHealthCheck"},
+		// The source checking its artifact again hides neither the Kustomization's verdict nor its failure.
+		{name: "the source checks again, the Kustomization applied it", repo: repoRechecking,
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "v2@` + d2 + `", conditions: [` + ready("True", "ReconciliationSucceeded") + `]}}`,
+			wantPhase:     Rechecking, wantMsg: "OCIRepository"},
+		{name: "the source checks again, the Kustomization failed it", repo: repoRechecking,
+			kustomization: `{status: {observedGeneration: 2, lastAttemptedRevision: "v2@` + d2 + `", conditions: [` + ready("False", "HealthCheckFailed") + `]}}`,
 			wantPhase:     Failed, wantMsg: "HealthCheckFailed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			a := FluxOCIRepository{Kustomization: fluxObj(t, "Kustomization", 2, tc.kustomization)}
-			obs := a.Observe(fluxObj(t, "OCIRepository", 2, repo), d2)
+			r := repo
+			if tc.repo != "" {
+				r = tc.repo
+			}
+			obs := a.Observe(fluxObj(t, "OCIRepository", 2, r), d2)
 			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
 			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
 		})

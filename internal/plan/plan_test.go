@@ -129,6 +129,7 @@ func TestProgress(t *testing.T) {
 	landed := applier.Observation{Phase: applier.Landed, Reason: "Landed", Message: "proof"}
 	waiting := applier.Observation{Phase: applier.Progressing, Reason: "WaitingForSync", Message: "waiting"}
 	failed := applier.Observation{Phase: applier.Failed, Reason: "SyncFailed", Message: "boom"}
+	rechecking := applier.Observation{Phase: applier.Rechecking, Reason: "Rechecking", Message: "reconciling again"}
 	const grace, deadline = 10 * time.Second, 60 * time.Second
 	cases := []struct {
 		name        string
@@ -165,6 +166,16 @@ func TestProgress(t *testing.T) {
 			wantStep: StepVerify, wantReason: stagecoachv1.ReasonVerified},
 		{name: "landed, then flapped", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: waiting, now: 8,
 			wantStep: StepUnlanded, wantRequeue: 52 * time.Second},
+		// A Flux interval run during the grace neither restarts the clock nor verifies: landed at 5
+		// (counted from 6), the engine may take until 6+10+60 to say Ready again.
+		{name: "landed, engine checking again within the grace", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: rechecking, now: 8,
+			wantStep: StepWait, wantReason: stagecoachv1.ReasonLanded, wantRequeue: 68 * time.Second},
+		{name: "landed, engine checking again after the grace", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: rechecking, now: 30,
+			wantStep: StepWait, wantReason: stagecoachv1.ReasonLanded, wantRequeue: 46 * time.Second},
+		{name: "landed, engine stuck checking again", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: rechecking, now: 76,
+			wantStep: StepFail, wantReason: stagecoachv1.ReasonDeadlineExceeded},
+		{name: "not landed yet, engine checking again is still waiting", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: rechecking, now: 20,
+			wantStep: StepWait, wantReason: "WaitingForReady", wantRequeue: 40 * time.Second},
 		{name: "deadline passed", status: stagecoachv1.PromotionStatus{AppliedAt: at(0)}, obs: waiting, now: 60,
 			wantStep: StepFail, wantReason: stagecoachv1.ReasonDeadlineExceeded},
 		{name: "a failure after landing still fails", status: stagecoachv1.PromotionStatus{AppliedAt: at(0), LandedAt: at(5)}, obs: failed, now: 8,

@@ -61,6 +61,21 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", max(held, 0).Round(time.Second), grace)}
 		}
 		return Decision{Step: StepVerify, Reason: stagecoachv1.ReasonVerified, Message: obs.Message}
+	case applier.Rechecking:
+		if st.LandedAt != nil {
+			// The engine re-runs its checks of what it proved (a Flux interval run): the grace clock
+			// keeps going, and the verdict waits for the engine's. An engine stuck there for longer
+			// than the progress deadline past the grace fails the Promotion.
+			left := st.LandedAt.Add(time.Second + grace + deadline).Sub(now)
+			if left <= 0 {
+				return Decision{Step: StepFail, Reason: stagecoachv1.ReasonDeadlineExceeded, Message: fmt.Sprintf(
+					"the engine did not finish checking the landed version again within the progress deadline of %s: %s", deadline, obs.Message)}
+			}
+			return Decision{Step: StepWait, Reason: stagecoachv1.ReasonLanded, RequeueAfter: left,
+				Message: "landed; waiting for the engine to finish checking it again: " + obs.Message}
+		}
+		// Not landed yet: the engine's earlier success says nothing about this version.
+		obs.Reason = "WaitingForReady"
 	}
 	if left := st.AppliedAt.Add(deadline).Sub(now); left <= 0 {
 		return Decision{Step: StepFail, Reason: stagecoachv1.ReasonDeadlineExceeded, Message: fmt.Sprintf(

@@ -161,7 +161,7 @@ func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) 
 		return nil, fmt.Errorf("failed to push the baseline release %s: %w", BaselineTag, err)
 	}
 	if _, err := s.Git.Commit(ctx, p.GitRepo, "staging environment of "+svc, map[string]string{
-		"staging/configmap.yaml": substitutedConfigMap(svc),
+		"staging/configmap.yaml": stack.SubstitutedConfigMap(svc),
 	}); err != nil {
 		return nil, fmt.Errorf("failed to commit the environment repository %s: %w", p.GitRepo, err)
 	}
@@ -233,20 +233,6 @@ func (p *Pipeline) Manifests(version string) map[string]string {
 	return map[string]string{"configmap.yaml": stack.ConfigMap(p.Service, version)}
 }
 
-// substitutedConfigMap is staging's manifest in the environment repository: the same ConfigMap,
-// its version and digest filled in by the Kustomization's postBuild substitution, which
-// Stagecoach writes (with defaults for before the first promotion).
-func substitutedConfigMap(service string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: %s
-data:
-  version: "${STAGECOACH_VERSION:=none}"
-  digest: "${STAGECOACH_DIGEST:=none}"
-`, service)
-}
-
 // PluginImage is the second service's image repository, registry-qualified: what its
 // .stagecoach.yaml declares and the plugin pins.
 func (p *Pipeline) PluginImage() string { return p.Stack.Registry.Repository(p.PluginRepo) }
@@ -279,30 +265,8 @@ template:
 func (p *Pipeline) enginesYAML() string {
 	s := p.Stack
 	return stack.FluxOCISourceYAML(p.Namespace, p.Stages[Dev], s.Registry.OCIURL(p.Repo), BaselineTag, p.Stages[Dev], p.Namespace+"-dev") +
-		fmt.Sprintf(`---
-apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: %[2]s-environments, namespace: %[1]s}
-spec:
-  interval: 1m
-  url: %[3]s
-  ref: {branch: main}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[2]s}}
-spec:
-  interval: 1m
-  prune: true
-  wait: true
-  timeout: 1m
-  path: ./staging
-  targetNamespace: %[1]s-staging
-  sourceRef: {kind: GitRepository, name: %[2]s-environments}
-  postBuild: {substitute: {}}
----
-`, p.Namespace, p.Stages[Staging], s.Git.URL(p.GitRepo)) +
-		stack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod") +
+		"---\n" + stack.FluxGitKustomizationYAML(p.Namespace, p.Stages[Staging], s.Git.URL(p.GitRepo), Staging, p.Stages[Staging], p.Targets[Staging], time.Minute) +
+		"---\n" + stack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod") +
 		"---\n" + stack.ArgoCDPluginApplicationYAML(p.Namespace, p.Stages[PluginProd], s.Git.URL(p.PluginGitRepo), "prod", p.Stages[PluginProd], p.Targets[PluginProd])
 }
 

@@ -186,6 +186,49 @@ spec:
 `, namespace, name, url, tag, stage, target, ManifestsLayerType)
 }
 
+// FluxGitKustomizationYAML is a Flux GitRepository named <name>-environments (branch main of url)
+// and the Kustomization name that applies its folder path into namespace target, reconciling
+// every interval, with empty postBuild substitutions for Stagecoach to fill; both in namespace,
+// the Kustomization carrying the stagecoach.dev/stage label of stage.
+func FluxGitKustomizationYAML(namespace, name, url, path, stage, target string, interval time.Duration) string {
+	return fmt.Sprintf(`
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: %[2]s-environments, namespace: %[1]s}
+spec:
+  interval: 1m
+  url: %[3]s
+  ref: {branch: main}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: %[2]s, namespace: %[1]s, labels: {stagecoach.dev/stage: %[5]s}}
+spec:
+  interval: %[7]s
+  prune: true
+  wait: true
+  timeout: 1m
+  path: ./%[4]s
+  targetNamespace: %[6]s
+  sourceRef: {kind: GitRepository, name: %[2]s-environments}
+  postBuild: {substitute: {}}
+`, namespace, name, url, path, stage, target, interval)
+}
+
+// SubstitutedConfigMap is a ConfigMap named name whose data names the version and digest through
+// a Kustomization's postBuild substitution, which Stagecoach writes (defaults for before the
+// first promotion).
+func SubstitutedConfigMap(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %s
+data:
+  version: "${STAGECOACH_VERSION:=none}"
+  digest: "${STAGECOACH_DIGEST:=none}"
+`, name)
+}
+
 // ArgoCDOCIApplicationYAML is an automated Argo CD Application in namespace that syncs an OCI
 // source (repoURL at revision) into namespace target, carrying the stagecoach.dev/stage label.
 func ArgoCDOCIApplicationYAML(namespace, name, repoURL, revision, stage, target string) string {

@@ -229,4 +229,36 @@ func TestOCIRepositoryThroughKustomization(t *testing.T) {
 	})
 	p := eventuallyPhase(t, ns, "v5", stagecoachv1.PhaseSucceeded)
 	g.Expect(p.Status.Message).To(ContainSubstring("applied latest@" + digest(5)))
+
+	// v6's artifact fails the Kustomization's health checks, and the Stage rolls back to v5. The
+	// Kustomization's generation does not change with the artifact, so its Ready=False about v6
+	// is still there when the rollback starts: it must not fail the rollback.
+	promote(t, ns, "v6", "dev", 6)
+	o.waitFor(func(u *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "digest")
+		return d == digest(6)
+	})
+	o.succeeded("Succeeded", artifact(6))
+	k.failedAttempt("HealthCheckFailed", "timeout waiting for: [Deployment/dev/payments status: 'InProgress']", "latest@"+digest(6))
+	p = eventuallyPhase(t, ns, "v6", stagecoachv1.PhaseFailed)
+	g.Expect(p.Status.Message).To(ContainSubstring("failed with HealthCheckFailed applying " + digest(6)))
+	eventuallyPhase(t, ns, "v6-rollback", stagecoachv1.PhaseRunning)
+	o.waitFor(func(u *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "digest")
+		return d == digest(5)
+	})
+	o.succeeded("Succeeded", artifact(5))
+	stillTrying := func(g Gomega) {
+		r := promotion(g, t, ns, "v6-rollback")
+		g.Expect(r.Status.Phase).To(Equal(stagecoachv1.PhaseRunning), r.Status.Message)
+		g.Expect(r.Status.Message).To(ContainSubstring("has not tried " + digest(5) + " yet"))
+	}
+	g.Eventually(stillTrying, timeout, interval).Should(Succeed())
+	g.Consistently(stillTrying, time.Second, interval).Should(Succeed())
+	k.succeeded("ReconciliationSucceeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "latest@"+digest(5), "status", "lastAppliedRevision")
+		_ = unstructured.SetNestedField(u.Object, "latest@"+digest(5), "status", "lastAttemptedRevision")
+	})
+	eventuallyPhase(t, ns, "v6-rollback", stagecoachv1.PhaseSucceeded)
+	eventuallyPhase(t, ns, "v6", stagecoachv1.PhaseRolledBack)
 }

@@ -182,6 +182,15 @@ func (f *fluxObject) failed(reason, message string) {
 	})
 }
 
+// failedAttempt: Ready=False for the generation after trying revision (kustomize-controller
+// records every revision it tries in status.lastAttemptedRevision, whatever the outcome).
+func (f *fluxObject) failedAttempt(reason, message, revision string) {
+	f.writeStatus(func(u *unstructured.Unstructured, gen int64) {
+		_ = unstructured.SetNestedSlice(u.Object, []any{condition("Ready", "False", reason, message, gen)}, "status", "conditions")
+		_ = unstructured.SetNestedField(u.Object, revision, "status", "lastAttemptedRevision")
+	})
+}
+
 // waitForNudge waits until Stagecoach wrote something and asked for a reconcile.
 func (f *fluxObject) waitFor(written func(u *unstructured.Unstructured) bool) {
 	f.t.Helper()

@@ -183,9 +183,10 @@ func TestForeignWriteFreezes(t *testing.T) {
 
 	newPromotion(t, ns, "v1", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
 	p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseAborted)
-	g.Expect(p.Status.Message).To(ContainSubstring(`runs "v9.9.9", which Stagecoach did not write`))
+	// The Stage never applied anything: the message says how to adopt what runs.
+	g.Expect(p.Status.Message).To(ContainSubstring(`already runs "v9.9.9", and this Stage has not applied anything yet`))
 	eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonForeignWrite,
-		`Application 'payments' runs "v9.9.9", which Stagecoach did not write: someone else changed it`)
+		`adopt it (stagecoach unfreeze -n `+ns+` --stage payments, an Unfreeze Promotion), then promote again`)
 	g.Expect(app.desiredRevision(app.get())).To(Equal("v9.9.9"))
 	g.Expect(ctl.revisionPatches.Load()).To(BeZero())
 
@@ -204,6 +205,17 @@ func TestForeignWriteFreezes(t *testing.T) {
 	eventuallyPhase(t, ns, "v1-again", stagecoachv1.PhaseRunning)
 	app.waitForRevision(digest(1), false)
 	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(1)))
+	app.deploy(digest(1), false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, "v1-again", stagecoachv1.PhaseSucceeded)
+
+	// Once the Stage has applied versions, a value someone else writes is a foreign write.
+	app.update(func(u *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedField(u.Object, "v8.8.8", "spec", "source", "targetRevision")).To(Succeed())
+	})
+	newPromotion(t, ns, "v2", "payments", stagecoachv1.ActionPromote, digest(2), "v2")
+	p = eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseAborted)
+	g.Expect(p.Status.Message).To(ContainSubstring(`runs "v8.8.8", which Stagecoach did not write: someone else changed it`))
+	g.Expect(app.desiredRevision(app.get())).To(Equal("v8.8.8"))
 }
 
 // One Promotion runs at a time; the others wait in creation order; a newer automatic one

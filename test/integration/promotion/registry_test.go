@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
@@ -52,13 +55,11 @@ func (r *testRegistry) push(t *testing.T, tag string) string {
 // source now.
 func askToLook(t *testing.T, ns, name string) {
 	t.Helper()
-	g := NewWithT(t)
-	stage := getStage(g, t.Context(), ns, name)
-	if stage.Annotations == nil {
-		stage.Annotations = map[string]string{}
-	}
-	stage.Annotations[stagecoachv1.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
-	g.Expect(env.Client.Update(t.Context(), stage)).To(Succeed())
+	// A merge patch, as `kubectl annotate` sends: the controller writing the Stage's status
+	// meanwhile must not make it conflict.
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stagecoachv1.ReconcileRequestAnnotation, time.Now().Format(time.RFC3339Nano))
+	NewWithT(t).Expect(env.Client.Patch(t.Context(), stage, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
 }
 
 // onlyPromotion waits until the Stage has exactly one Promotion and returns it.
