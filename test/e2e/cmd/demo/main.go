@@ -91,16 +91,7 @@ func run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	block, err := waitBlocked(ctx, p, pipeline.Prod, v1, "approvals")
-	if err != nil {
-		return err
-	}
-	say("prod waits for an approval: %s", block.Message)
-	say("approving v1.0.0 for prod as %s", stack.AdminUser)
-	if _, err := p.Approve(ctx, s.Client, stack.AdminUser, pipeline.Prod, v1, "demo: looks good"); err != nil {
-		return err
-	}
-	if err := waitVerified(ctx, p, pipeline.Prod, v1); err != nil {
+	if err := approveWhenAsked(ctx, p, pipeline.Prod, "v1.0.0", v1); err != nil {
 		return err
 	}
 	say("v1.0.0 runs in dev, staging and prod")
@@ -110,15 +101,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if block, err = waitBlocked(ctx, p, pipeline.PluginProd, checkout, "approvals"); err != nil {
-		return err
-	}
-	say("checkout waits for an approval: %s", block.Message)
-	say("approving checkout v1.0.0 for prod as %s", stack.AdminUser)
-	if _, err := p.Approve(ctx, s.Client, stack.AdminUser, pipeline.PluginProd, checkout, "demo: looks good"); err != nil {
-		return err
-	}
-	if err := waitVerified(ctx, p, pipeline.PluginProd, checkout); err != nil {
+	if err := approveWhenAsked(ctx, p, pipeline.PluginProd, "checkout v1.0.0", checkout); err != nil {
 		return err
 	}
 	say("checkout runs %s@%s in prod (kubectl get podtemplate checkout -n %s -o yaml)", p.PluginImage(), checkout, p.Targets[pipeline.PluginProd])
@@ -128,7 +111,8 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if block, err = waitBlocked(ctx, p, pipeline.Dev, v11, "signature"); err != nil {
+	block, err := waitBlocked(ctx, p, pipeline.Dev, v11, "signature")
+	if err != nil {
 		return err
 	}
 	say("dev never offers it: %s: %s", block.Reason, block.Message)
@@ -147,6 +131,21 @@ func run(ctx context.Context) (err error) {
 	<-ctx.Done()
 	say("stopping")
 	return nil
+}
+
+// approveWhenAsked waits until lane's Stage holds digest for an approval, approves it as the
+// admin, and waits until the Stage runs it, Verified.
+func approveWhenAsked(ctx context.Context, p *pipeline.Pipeline, lane, what, digest string) error {
+	block, err := waitBlocked(ctx, p, lane, digest, "approvals")
+	if err != nil {
+		return err
+	}
+	say("%s waits for an approval: %s", lane, block.Message)
+	say("approving %s for %s as %s", what, lane, stack.AdminUser)
+	if _, err := p.Approve(ctx, p.Stack.Client, stack.AdminUser, lane, digest, "demo: looks good"); err != nil {
+		return err
+	}
+	return waitVerified(ctx, p, lane, digest)
 }
 
 // waitVerified waits until env's Stage runs digest, Verified.
