@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Versions of the engines the stack runs. Each is the newest that builds from the Go module proxy
@@ -64,9 +67,12 @@ func CacheDir() (string, error) {
 }
 
 // Build makes sure every binary the stack runs exists, building what is missing from the Go module
-// proxy one at a time (the machines have two cores) under nice, and reports progress to progress.
-// A binary in the cache is reused: its name carries its version. A cold build takes about 15
-// minutes; a warm one only rebuilds bin/stagecoach from the checkout (seconds).
+// proxy under nice, and reports progress to progress. Two builds run at a time: one `go build`
+// keeps both cores busy while it compiles, but not while it downloads modules or links, and two
+// lanes fill those gaps (the lanes are balanced: kube-apiserver, etcd and kubectl then the Flux
+// controllers, beside Argo CD then bin/stagecoach). A binary in the cache is reused: its name
+// carries its version. A cold build takes about 25 minutes on 2 cores; a warm one only rebuilds
+// bin/stagecoach from the checkout (seconds).
 func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	root := RepoRoot()
 	cache, err := CacheDir()
@@ -77,49 +83,67 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create the cache folder %s: %w", binDir, err)
 	}
+	progress = &lockedWriter{w: progress}
 	b := &Binaries{RepoRoot: root, StagecoachCRDs: filepath.Join(root, "manifests", "crds")}
 
-	// kube-apiserver, etcd and kubectl: test/envbin/build.sh, shared with the envtest suites.
-	fmt.Fprintln(progress, "stack: kube-apiserver, etcd and kubectl (test/envbin/build.sh)")
-	script := exec.CommandContext(ctx, filepath.Join(root, "test", "envbin", "build.sh"))
-	script.Stderr = progress
-	out, err := script.Output()
-	if err != nil {
-		return nil, fmt.Errorf("test/envbin/build.sh failed (kube-apiserver, etcd, kubectl): %w", err)
-	}
-	assets := strings.TrimSpace(string(out))
-	b.KubeAPIServer = filepath.Join(assets, "kube-apiserver")
-	b.Etcd = filepath.Join(assets, "etcd")
-	b.Kubectl = filepath.Join(assets, "kubectl")
-
 	wrappers := filepath.Join(root, "test", "localstack", "build")
-	argocd := component{name: "argocd", version: ArgoCDVersion, module: "github.com/argoproj/argo-cd/v3",
-		pkg: "github.com/argoproj/argo-cd/v3/cmd", dir: filepath.Join(wrappers, "argocd"), toolchain: goToolchain,
-		estimate: "about 7 minutes",
+	argocd := goBuild{what: "Argo CD " + ArgoCDVersion, dir: filepath.Join(wrappers, "argocd"), estimate: "about 9 minutes",
 		ldflags: "-X github.com/argoproj/argo-cd/v3/common.version=" + strings.TrimPrefix(ArgoCDVersion, "v") +
 			" -X github.com/argoproj/argo-cd/v3/common.gitTag=" + ArgoCDVersion +
-			" -X github.com/argoproj/argo-cd/v3/common.gitTreeState=clean"}
-	flux := []component{
-		{name: "source-controller", version: SourceControllerVersion, estimate: "about 3 minutes"},
-		{name: "kustomize-controller", version: KustomizeControllerVersion, estimate: "about 2 minutes"},
-		{name: "notification-controller", version: NotificationControllerVersion, estimate: "about 2 minutes"},
+			" -X github.com/argoproj/argo-cd/v3/common.gitTreeState=clean",
+		outputs: []output{{pkg: "github.com/argoproj/argo-cd/v3/cmd", file: filepath.Join(binDir, "argocd-"+ArgoCDVersion)}}}
+	b.ArgoCD = argocd.outputs[0].file
+	// One module and one go build for the three Flux controllers: they compile their shared
+	// dependencies once.
+	flux := goBuild{what: "the Flux controllers", dir: filepath.Join(wrappers, "flux"), estimate: "about 10 minutes"}
+	for _, c := range []struct {
+		name, version string
+		file          *string
+	}{
+		{"source-controller", SourceControllerVersion, &b.SourceController},
+		{"kustomize-controller", KustomizeControllerVersion, &b.KustomizeController},
+		{"notification-controller", NotificationControllerVersion, &b.NotificationController},
+	} {
+		*c.file = filepath.Join(binDir, c.name+"-"+c.version)
+		flux.outputs = append(flux.outputs, output{pkg: "github.com/fluxcd/" + c.name, file: *c.file})
 	}
-	for i := range flux {
-		c := &flux[i]
-		c.module = "github.com/fluxcd/" + c.name
-		c.pkg = c.module
-		c.dir = filepath.Join(wrappers, "flux", c.name)
-	}
-	for _, c := range append([]component{argocd}, flux...) {
-		if _, err := c.build(ctx, binDir, progress); err != nil {
-			return nil, err
+	// One binary per checkout: worktrees running their suites at the same time must each run
+	// their own code, not whichever build renamed its file last.
+	checkout := sha256.Sum256([]byte(root))
+	b.Stagecoach = filepath.Join(binDir, fmt.Sprintf("stagecoach-e2e-%x", checkout[:6]))
+	// Stagecoach itself, from the checkout: always rebuilt (the Go build cache makes it quick).
+	// Without -trimpath, so that it reuses the packages `go vet` compiled.
+	stagecoach := goBuild{what: "bin/stagecoach from the checkout", dir: root, always: true,
+		outputs: []output{{pkg: "./cmd/stagecoach", file: b.Stagecoach}}}
+
+	lanes, ctx := errgroup.WithContext(ctx)
+	lanes.Go(func() error {
+		// kube-apiserver, etcd and kubectl: test/envbin/build.sh, shared with the envtest suites.
+		fmt.Fprintln(progress, "stack: kube-apiserver, etcd and kubectl (test/envbin/build.sh)")
+		script := exec.CommandContext(ctx, filepath.Join(root, "test", "envbin", "build.sh"))
+		script.Stderr = progress
+		out, err := script.Output()
+		if err != nil {
+			return fmt.Errorf("test/envbin/build.sh failed (kube-apiserver, etcd, kubectl): %w", err)
 		}
+		assets := strings.TrimSpace(string(out))
+		b.KubeAPIServer = filepath.Join(assets, "kube-apiserver")
+		b.Etcd = filepath.Join(assets, "etcd")
+		b.Kubectl = filepath.Join(assets, "kubectl")
+		return flux.run(ctx, progress)
+	})
+	lanes.Go(func() error {
+		if err := argocd.run(ctx, progress); err != nil {
+			return err
+		}
+		return stagecoach.run(ctx, progress)
+	})
+	if err := lanes.Wait(); err != nil {
+		return nil, err
 	}
-	b.ArgoCD = argocd.out(binDir)
-	b.SourceController, b.KustomizeController, b.NotificationController = flux[0].out(binDir), flux[1].out(binDir), flux[2].out(binDir)
 
 	// Files the binaries need from their modules: Argo CD's hack scripts and everyone's CRDs.
-	argoDir, err := argocd.moduleDir(ctx)
+	argoDir, err := moduleDir(ctx, argocd.dir, "github.com/argoproj/argo-cd/v3", ArgoCDVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +158,9 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	}
 	b.FluxCRDs = filepath.Join(cache, fmt.Sprintf("flux-crds-source-%s-kustomize-%s-notification-%s",
 		SourceControllerVersion, KustomizeControllerVersion, NotificationControllerVersion))
-	for _, c := range flux {
-		dir, err := c.moduleDir(ctx)
+	for _, o := range flux.outputs {
+		version := strings.TrimPrefix(filepath.Base(o.file), filepath.Base(o.pkg)+"-")
+		dir, err := moduleDir(ctx, flux.dir, o.pkg, version)
 		if err != nil {
 			return nil, err
 		}
@@ -143,103 +168,136 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 			return nil, err
 		}
 	}
-
-	// Stagecoach itself, from the checkout: always rebuilt (the Go build cache makes it quick).
-	fmt.Fprintln(progress, "stack: building bin/stagecoach from the checkout")
-	// One binary per checkout: worktrees running their suites at the same time must each run
-	// their own code, not whichever build renamed its file last.
-	checkout := sha256.Sum256([]byte(root))
-	b.Stagecoach = filepath.Join(binDir, fmt.Sprintf("stagecoach-e2e-%x", checkout[:6]))
-	tmp := fmt.Sprintf("%s.%d.tmp", b.Stagecoach, os.Getpid())
-	gobuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, "./cmd/stagecoach")
-	gobuild.Dir = root
-	gobuild.Env = goEnv(goToolchain)
-	gobuild.Stdout, gobuild.Stderr = progress, progress
-	if err := gobuild.Run(); err != nil {
-		return nil, fmt.Errorf("failed to build ./cmd/stagecoach in %s: %w", root, err)
-	}
-	if err := os.Rename(tmp, b.Stagecoach); err != nil {
-		return nil, err
-	}
 	return b, nil
 }
 
-// component is one upstream program built from a wrapper module under test/localstack/build.
-type component struct {
-	name, version, module, pkg, dir, toolchain, ldflags, estimate string
+// goBuild is one `go build` of one or more main packages of a module (a wrapper module under
+// test/localstack/build, or the checkout) into files in the cache.
+type goBuild struct {
+	what, dir, ldflags, estimate string
+	outputs                      []output
+	// always rebuilds even when the files exist (the checkout's own code changes between runs).
+	always bool
 }
 
-func (c component) out(binDir string) string { return filepath.Join(binDir, c.name+"-"+c.version) }
+// output is a main package and the file its binary is kept in.
+type output struct{ pkg, file string }
 
-// build compiles the component into the cache unless it is there already.
-func (c component) build(ctx context.Context, binDir string, progress io.Writer) (string, error) {
-	out := c.out(binDir)
-	if fi, err := os.Stat(out); err == nil && fi.Mode()&0o111 != 0 {
-		return out, nil
+// run builds the outputs that are missing (all of them when always) in one go command, so that
+// packages they share compile once, and renames each into place only when the build succeeded.
+func (g goBuild) run(ctx context.Context, progress io.Writer) error {
+	var missing []output
+	for _, o := range g.outputs {
+		if fi, err := os.Stat(o.file); g.always || err != nil || fi.Mode()&0o111 == 0 {
+			missing = append(missing, o)
+		}
 	}
-	fmt.Fprintf(progress, "stack: building %s %s from the Go module proxy (first run only; %s on 2 cores)\n", c.name, c.version, c.estimate)
+	if len(missing) == 0 {
+		return nil
+	}
+	if g.estimate != "" {
+		fmt.Fprintf(progress, "stack: building %s from the Go module proxy (first run only; %s on 2 cores)\n", g.what, g.estimate)
+	} else {
+		fmt.Fprintf(progress, "stack: building %s\n", g.what)
+	}
 	start := time.Now()
-	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	args := []string{"go", "build", "-mod=readonly", "-trimpath", "-ldflags", strings.TrimSpace("-s -w " + c.ldflags), "-o", tmp, c.pkg}
-	if nice, err := exec.LookPath("nice"); err == nil {
-		// Builds share the machine with other work; stay out of its way.
-		args = append([]string{nice, "-n", "15"}, args...)
+	// go build -o DIR writes each main package as DIR/<last element of its path>.
+	tmp, err := os.MkdirTemp(filepath.Dir(missing[0].file), ".build-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	args := []string{"go", "build", "-o", tmp + string(filepath.Separator)}
+	if !g.always {
+		args = append(args, "-mod=readonly", "-trimpath", "-ldflags", strings.TrimSpace("-s -w "+g.ldflags))
+		if nice, err := exec.LookPath("nice"); err == nil {
+			// Cold builds share the machine with other work; stay out of its way.
+			args = append([]string{nice, "-n", "15"}, args...)
+		}
+	}
+	for _, o := range missing {
+		args = append(args, o.pkg)
 	}
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir = c.dir
-	cmd.Env = goEnv(c.toolchain)
+	cmd.Dir = g.dir
+	cmd.Env = goEnv()
 	cmd.Stdout, cmd.Stderr = progress, progress
 	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(30 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(progress, "stack: still building %s (%s)\n", c.name, time.Since(start).Round(time.Second))
+	if !g.always {
+		go func() {
+			t := time.NewTicker(30 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					fmt.Fprintf(progress, "stack: still building %s (%s)\n", g.what, time.Since(start).Round(time.Second))
+				}
 			}
-		}
-	}()
-	err := cmd.Run()
+		}()
+	}
+	err = cmd.Run()
 	close(done)
 	if err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("failed to build %s %s in %s (see the output above; versions that build are in shared/reference/local-stack.md §2): %w",
-			c.name, c.version, c.dir, err)
+		return fmt.Errorf("failed to build %s in %s (see the output above; versions that build are in shared/reference/local-stack.md §2): %w",
+			g.what, g.dir, err)
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return "", err
+	for _, o := range missing {
+		if err := os.Rename(filepath.Join(tmp, binaryName(o.pkg)), o.file); err != nil {
+			return fmt.Errorf("go build of %s wrote no %s: %w", g.what, binaryName(o.pkg), err)
+		}
 	}
-	fmt.Fprintf(progress, "stack: built %s %s in %s -> %s\n", c.name, c.version, time.Since(start).Round(time.Second), out)
-	return out, nil
+	if !g.always {
+		fmt.Fprintf(progress, "stack: built %s in %s\n", g.what, time.Since(start).Round(time.Second))
+	}
+	return nil
 }
 
-// moduleDir downloads the component's module (already in the module cache after a build) and
-// returns its folder.
-func (c component) moduleDir(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", c.module+"@"+c.version)
-	cmd.Dir = c.dir
-	cmd.Env = goEnv(c.toolchain)
+// binaryName is the file name go build -o DIR/ gives a main package: the last element of its
+// path that is not a major-version suffix.
+func binaryName(pkg string) string {
+	elems := strings.Split(strings.TrimSuffix(pkg, "/"), "/")
+	last := elems[len(elems)-1]
+	if len(elems) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
+		last = elems[len(elems)-2]
+	}
+	return last
+}
+
+// lockedWriter serialises the progress lines of builds running side by side.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// moduleDir downloads a module (already in the module cache after a build) through the wrapper
+// module in dir and returns its folder.
+func moduleDir(ctx context.Context, dir, module, version string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = dir
+	cmd.Env = goEnv()
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go mod download %s@%s failed: %w", c.module, c.version, err)
+		return "", fmt.Errorf("go mod download %s@%s failed: %w", module, version, err)
 	}
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s@%s gave no folder (%s): %v", c.module, c.version, info.Error, err)
+		return "", fmt.Errorf("go mod download %s@%s gave no folder (%s): %v", module, version, info.Error, err)
 	}
 	return info.Dir, nil
 }
 
-// goEnv is the environment of a go command: the wrapper's own go.mod decides, never the caller's GOFLAGS.
-func goEnv(toolchain string) []string {
-	env := []string{"GOFLAGS="}
-	if toolchain != "" {
-		env = append(env, "GOTOOLCHAIN="+toolchain)
-	}
-	return append(os.Environ(), env...)
+// goEnv is the environment of a go command: the module's own go.mod decides, never the caller's
+// GOFLAGS, and the toolchain is the one that builds Argo CD and Stagecoach.
+func goEnv() []string {
+	return append(os.Environ(), "GOFLAGS=", "GOTOOLCHAIN="+goToolchain)
 }
 
 // copyFiles copies files (all regular files when none are named) from moduleDir/sub into dst,

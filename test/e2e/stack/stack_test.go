@@ -101,3 +101,20 @@ func TestProcessStopEscalatesToKill(t *testing.T) {
 		})
 	}
 }
+
+func TestBinaryName(t *testing.T) {
+	// go build -o DIR/ names each binary this way; Build renames them into the cache by it.
+	cases := map[string]string{
+		"github.com/argoproj/argo-cd/v3/cmd":         "cmd",
+		"github.com/fluxcd/source-controller":        "source-controller",
+		"./cmd/stagecoach":                           "stagecoach",
+		"example.com/tool/v2":                        "tool",
+		"example.com/versions/v2beta":                "v2beta",
+		"github.com/fluxcd/notification-controller/": "notification-controller",
+	}
+	for pkg, want := range cases {
+		t.Run(pkg, func(t *testing.T) {
+			NewWithT(t).Expect(binaryName(pkg)).To(Equal(want))
+		})
+	}
+}

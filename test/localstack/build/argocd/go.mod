@@ -1,6 +1,8 @@
 // Module argocd builds the real Argo CD v3.6.1 multi-call binary (application-controller, repo-server,
-// cmp-server, ...) for the end-to-end stack. It is its own module because Argo CD needs the replace
-// block below (restated from its go.mod; replaces in dependencies are ignored) and Go >= 1.27.
+// cmp-server, ...) for the end-to-end stack, and holds the test that drives Stagecoach's config
+// management plugin through Argo CD's cmp-server package (./cmpserver). It is its own module because
+// Argo CD needs the replace block below (restated from its go.mod; replaces in dependencies are
+// ignored) and Go >= 1.27.
 module github.com/stagecoach-dev/stagecoach/test/localstack/build/argocd
 
 go 1.27.0
@@ -48,7 +50,11 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.37.0
 )
 
-require github.com/argoproj/argo-cd/v3 v3.6.1
+require (
+	github.com/argoproj/argo-cd/v3 v3.6.1
+	github.com/onsi/gomega v1.40.0
+	google.golang.org/protobuf v1.36.12
+)
 
 require (
 	cloud.google.com/go v0.121.6 // indirect
@@ -298,7 +304,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260819154853-08b0e4226688 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5 // indirect
 	google.golang.org/grpc v1.84.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/alexcesaro/quotedprintable.v3 v3.0.0-20150716171945-2caba252f4dc // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/gomail.v2 v2.0.0-20160411212932-81ebce5c23df // indirect

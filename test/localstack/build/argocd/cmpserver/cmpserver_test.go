@@ -1,7 +1,8 @@
 // Package cmpserver drives `stagecoach cmp generate` through Argo CD's real cmp-server: the gRPC
 // service argocd-cmp-server runs in the repo-server sidecar, configured with plugin/plugin.yaml,
-// fed a repository the way the repo-server streams it. It is its own module so that Argo CD and its
-// replace block stay out of Stagecoach's go.mod.
+// fed a repository the way the repo-server streams it. It lives in the module that builds the
+// stack's Argo CD binary, so that Argo CD and its replace block stay out of Stagecoach's go.mod and
+// the test compiles the very packages (same versions, same flags) that build already compiled.
 package cmpserver
 
 import (
@@ -23,22 +24,23 @@ import (
 
 const digest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 
-// repoRoot is Stagecoach's checkout: this module lives in test/cmpserver.
+// repoRoot is Stagecoach's checkout: this package is test/localstack/build/argocd/cmpserver.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return root
 }
 
-// buildStagecoach builds the binary the sidecar runs and puts it first on PATH, where the
-// cmp-server's generate command (plugin.yaml) finds it.
+// buildStagecoach builds the binary the sidecar runs, with the race detector (the Stagecoach code
+// under test runs in it, not in this process), and puts it first on PATH, where the cmp-server's
+// generate command (plugin.yaml) finds it.
 func buildStagecoach(t *testing.T) {
 	t.Helper()
 	bin := t.TempDir()
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(bin, "stagecoach"), "./cmd/stagecoach")
+	build := exec.CommandContext(t.Context(), "go", "build", "-race", "-o", filepath.Join(bin, "stagecoach"), "./cmd/stagecoach")
 	build.Dir = repoRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/stagecoach failed: %v\n%s", err, out)
