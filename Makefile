@@ -48,11 +48,11 @@ vet: ## Run go vet (also on the end-to-end module).
 	cd test/e2e && go vet ./...
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver and etcd from the Go module proxy (cached outside the checkout).
+envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module proxy (cached outside the checkout).
 	@test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites with -race.
+test: verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites (-race: see CMPSERVER_TEST).
 	@mkdir -p $(CACHE_DIR)
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
 	@# fails the target (the group's status and pipefail).
@@ -73,8 +73,9 @@ CMPSERVER_TEST = (cd test/localstack/build/argocd && go test -trimpath -count=1 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 
-# e2e-build comes before envtest-assets in `test`: it builds kube-apiserver, etcd and kubectl
-# (test/envbin/build.sh) beside Argo CD, so envtest-assets then finds them built.
+# e2e-build comes before envtest-assets in `test` (make runs prerequisites in order without -j): it
+# builds kube-apiserver, etcd and kubectl (test/envbin/build.sh) beside Argo CD, so envtest-assets
+# then finds them built.
 .PHONY: e2e-build
 e2e-build: ## Build kube-apiserver, Argo CD and the Flux controllers from the Go module proxy (cached; ~25 min the first time).
 	cd test/e2e && go run ./cmd/localstack build

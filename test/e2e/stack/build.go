@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -116,11 +117,12 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	stagecoach := goBuild{what: "bin/stagecoach from the checkout", dir: root, always: true,
 		outputs: []output{{pkg: "./cmd/stagecoach", file: b.Stagecoach}}}
 
-	lanes, ctx := errgroup.WithContext(ctx)
+	// A lane's failure cancels the other's build (laneCtx); laneCtx ends with Wait.
+	lanes, laneCtx := errgroup.WithContext(ctx)
 	lanes.Go(func() error {
 		// kube-apiserver, etcd and kubectl: test/envbin/build.sh, shared with the envtest suites.
 		fmt.Fprintln(progress, "stack: kube-apiserver, etcd and kubectl (test/envbin/build.sh)")
-		script := exec.CommandContext(ctx, filepath.Join(root, "test", "envbin", "build.sh"))
+		script := buildCommand(laneCtx, filepath.Join(root, "test", "envbin", "build.sh"))
 		script.Stderr = progress
 		out, err := script.Output()
 		if err != nil {
@@ -130,13 +132,13 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 		b.KubeAPIServer = filepath.Join(assets, "kube-apiserver")
 		b.Etcd = filepath.Join(assets, "etcd")
 		b.Kubectl = filepath.Join(assets, "kubectl")
-		return flux.run(ctx, progress)
+		return flux.run(laneCtx, progress)
 	})
 	lanes.Go(func() error {
-		if err := argocd.run(ctx, progress); err != nil {
+		if err := argocd.run(laneCtx, progress); err != nil {
 			return err
 		}
-		return stagecoach.run(ctx, progress)
+		return stagecoach.run(laneCtx, progress)
 	})
 	if err := lanes.Wait(); err != nil {
 		return nil, err
@@ -218,7 +220,7 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 	for _, o := range missing {
 		args = append(args, o.pkg)
 	}
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd := buildCommand(ctx, args[0], args[1:]...)
 	cmd.Dir = g.dir
 	cmd.Env = goEnv()
 	cmd.Stdout, cmd.Stderr = progress, progress
@@ -254,15 +256,34 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 	return nil
 }
 
+// buildCommand runs a build in its own process group, and cancelling ctx kills the whole group:
+// killing only the go command (or build.sh's bash) would leave its compilers running, holding the
+// output pipes open for minutes.
+func buildCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
 // binaryName is the file name go build -o DIR/ gives a main package: the last element of its
-// path that is not a major-version suffix.
+// path, or the one before it when the last is a major-version suffix (v2, v3, ...: not v0, v1 or
+// a leading zero), as the go command decides.
 func binaryName(pkg string) string {
 	elems := strings.Split(strings.TrimSuffix(pkg, "/"), "/")
 	last := elems[len(elems)-1]
-	if len(elems) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
+	if len(elems) > 1 && isMajorVersionSuffix(last) {
 		last = elems[len(elems)-2]
 	}
 	return last
+}
+
+func isMajorVersionSuffix(s string) bool {
+	if len(s) < 2 || s[0] != 'v' || s[1] < '1' || s[1] > '9' || s == "v1" {
+		return false
+	}
+	return strings.Trim(s[1:], "0123456789") == ""
 }
 
 // lockedWriter serialises the progress lines of builds running side by side.
