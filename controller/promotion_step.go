@@ -36,6 +36,7 @@ const (
 	EventPromotionFailed = "PromotionFailed"
 	EventRolledBack      = "RolledBack"
 	EventFrozen          = "Frozen"
+	EventAdopted         = "Adopted"
 	EventSuperseded      = "Superseded"
 )
 
@@ -68,6 +69,7 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 	if err := run.loadFreezes(ctx); err != nil {
 		return 0, err
 	}
+	run.adopt()
 	q := plan.Queue(run.promotions)
 	for _, p := range q.Controls {
 		if err := run.control(ctx, p); err != nil {
@@ -347,6 +349,29 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 	return d.RequeueAfter, run.patchPromotion(ctx, before, p)
 }
 
+// adopt takes what the applier runs when this Stage takes it over as the Stage's baseline: it
+// was there before Stagecoach, so it is nobody else's write, and the first promote may replace
+// it. This happens once, before the Stage has applied anything (the Stage's first reconcile with
+// a usable applier); what someone else writes after that still freezes the Stage.
+func (run *promotionRun) adopt() {
+	stage := run.stage
+	if stage.Status.LastAppliedDigest != "" || stage.Status.Current != nil || len(stage.Status.History) > 0 {
+		return
+	}
+	for _, p := range run.promotions {
+		if p.Status.AppliedAt != nil {
+			return
+		}
+	}
+	current := run.applier.Revision(run.obj)
+	if current == "" {
+		return
+	}
+	stage.Status.LastAppliedDigest = current
+	run.event(stage, corev1.EventTypeNormal, EventAdopted, "Stage %s took over %s '%s', which runs %q: the next promote replaces it",
+		stage.Name, run.obj.GetKind(), run.obj.GetName(), current)
+}
+
 // apply writes the version to the applier once. A value there that Stagecoach did not write
 // freezes the Stage instead of being overwritten.
 func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
@@ -356,23 +381,16 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	if stage.Status.Current != nil {
 		known = append(known, stage.Status.Current.Digest)
 	}
-	neverApplied := stage.Status.LastAppliedDigest == "" && stage.Status.Current == nil && len(stage.Status.History) == 0
 	// What any of this Stage's Promotions applied was written by Stagecoach, even if the Stage's
 	// status lost the write to a conflict.
 	for _, other := range run.promotions {
 		if other.Status.AppliedAt != nil && other.Status.Version != nil {
 			known = append(known, other.Status.Version.Digest)
-			neverApplied = false
 		}
 	}
 	if !slices.Contains(known, current) {
 		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) and promote again",
 			run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
-		if neverApplied {
-			// The usual case when a Stage takes over an applier that already runs something.
-			msg = fmt.Sprintf("%s '%s' already runs %q, and this Stage has not applied anything yet. If that is what ran before Stagecoach took over, adopt it (stagecoach unfreeze -n %s --stage %s, an Unfreeze Promotion), then promote again",
-				run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
-		}
 		run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
 		run.event(stage, corev1.EventTypeWarning, EventFrozen, "%s", msg)
 		run.engineEvent(p, corev1.EventTypeWarning, EventFrozen, msg)

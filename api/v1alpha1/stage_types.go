@@ -586,8 +586,9 @@ type StageStatus struct {
 	// +optional
 	UpstreamSeen *UpstreamSeen `json:"upstreamSeen,omitempty"`
 
-	// LastAppliedDigest is the digest Stagecoach last wrote to the applier. Any other value found
-	// there was written by someone else.
+	// LastAppliedDigest is the digest Stagecoach last wrote to the applier or, before its first
+	// write, the value the applier held when this Stage took it over (adopted). Any other value
+	// found there was written by someone else.
 	// +optional
 	LastAppliedDigest string `json:"lastAppliedDigest,omitempty"`
 

@@ -170,9 +170,10 @@ func TestStaleHealthIsNotLanded(t *testing.T) {
 	eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseSucceeded)
 }
 
-// A targetRevision Stagecoach did not write freezes the Stage instead of being overwritten; an
-// Unfreeze Promotion lifts it.
-func TestForeignWriteFreezes(t *testing.T) {
+// What the applier runs when a Stage takes it over is adopted, not taken for someone else's
+// write: the first promote replaces it. After that, a targetRevision Stagecoach did not write
+// freezes the Stage instead of being overwritten, and an Unfreeze Promotion lifts it.
+func TestTakeoverAdoptsThenForeignWriteFreezes(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	spec := ociSpec(ns)
@@ -181,19 +182,45 @@ func TestForeignWriteFreezes(t *testing.T) {
 	newStage(t, ns, "payments", nil)
 	ctl := startController(t, nil)
 
+	// Adopted on the Stage's first reconcile, before anything is promoted, and said so.
+	g.Eventually(func(g Gomega) {
+		g.Expect(getStage(g, t.Context(), ns, "payments").Status.LastAppliedDigest).To(Equal("v9.9.9"))
+		var events eventsv1.EventList
+		g.Expect(env.Client.List(t.Context(), &events, client.InNamespace(ns))).To(Succeed())
+		var notes []string
+		for _, e := range events.Items {
+			if e.Reason == "Adopted" && e.Regarding.Name == "payments" {
+				notes = append(notes, e.Note)
+			}
+		}
+		g.Expect(notes).To(ConsistOf(`Stage payments took over Application 'payments', which runs "v9.9.9": the next promote replaces it`))
+	}, timeout, interval).Should(Succeed())
+
 	newPromotion(t, ns, "v1", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
-	p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseAborted)
-	// The Stage never applied anything: the message says how to adopt what runs.
-	g.Expect(p.Status.Message).To(ContainSubstring(`already runs "v9.9.9", and this Stage has not applied anything yet`))
+	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseRunning)
+	app.waitForRevision(digest(1), false)
+	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(1)))
+	app.deploy(digest(1), false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseSucceeded)
+	g.Expect(getStage(g, t.Context(), ns, "payments").Status.Conditions).NotTo(ContainElement(
+		And(HaveField("Type", stagecoachv1.ConditionFrozen), HaveField("Status", metav1.ConditionTrue))))
+
+	// Once the Stage has taken over, a value someone else writes is a foreign write.
+	app.update(func(u *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedField(u.Object, "v8.8.8", "spec", "source", "targetRevision")).To(Succeed())
+	})
+	newPromotion(t, ns, "v2", "payments", stagecoachv1.ActionPromote, digest(2), "v2")
+	p := eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseAborted)
+	g.Expect(p.Status.Message).To(ContainSubstring(`runs "v8.8.8", which Stagecoach did not write: someone else changed it`))
 	eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonForeignWrite,
-		`adopt it (stagecoach unfreeze -n `+ns+` --stage payments, an Unfreeze Promotion), then promote again`)
-	g.Expect(app.desiredRevision(app.get())).To(Equal("v9.9.9"))
-	g.Expect(ctl.revisionPatches.Load()).To(BeZero())
+		`create an Unfreeze Promotion (stagecoach unfreeze -n `+ns+` --stage payments) and promote again`)
+	g.Expect(app.desiredRevision(app.get())).To(Equal("v8.8.8"))
+	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(1)))
 
 	// While frozen, a new Promotion waits and says why.
-	newPromotion(t, ns, "v1-again", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
+	newPromotion(t, ns, "v2-again", "payments", stagecoachv1.ActionPromote, digest(2), "v2")
 	g.Eventually(func(g Gomega) {
-		p := getPromotion(g, t.Context(), ns, "v1-again")
+		p := getPromotion(g, t.Context(), ns, "v2-again")
 		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
 		g.Expect(p.Status.Message).To(ContainSubstring("is frozen"))
 	}, timeout, interval).Should(Succeed())
@@ -202,20 +229,11 @@ func TestForeignWriteFreezes(t *testing.T) {
 	newPromotion(t, ns, "unfreeze", "payments", stagecoachv1.ActionUnfreeze, "", "")
 	eventuallyPhase(t, ns, "unfreeze", stagecoachv1.PhaseSucceeded)
 	eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionFrozen, metav1.ConditionFalse, "Unfrozen", "unfrozen by Promotion unfreeze")
-	eventuallyPhase(t, ns, "v1-again", stagecoachv1.PhaseRunning)
-	app.waitForRevision(digest(1), false)
-	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(1)))
-	app.deploy(digest(1), false, "Succeeded", "Healthy")
-	eventuallyPhase(t, ns, "v1-again", stagecoachv1.PhaseSucceeded)
-
-	// Once the Stage has applied versions, a value someone else writes is a foreign write.
-	app.update(func(u *unstructured.Unstructured) {
-		g.Expect(unstructured.SetNestedField(u.Object, "v8.8.8", "spec", "source", "targetRevision")).To(Succeed())
-	})
-	newPromotion(t, ns, "v2", "payments", stagecoachv1.ActionPromote, digest(2), "v2")
-	p = eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseAborted)
-	g.Expect(p.Status.Message).To(ContainSubstring(`runs "v8.8.8", which Stagecoach did not write: someone else changed it`))
-	g.Expect(app.desiredRevision(app.get())).To(Equal("v8.8.8"))
+	eventuallyPhase(t, ns, "v2-again", stagecoachv1.PhaseRunning)
+	app.waitForRevision(digest(2), false)
+	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(2)))
+	app.deploy(digest(2), false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, "v2-again", stagecoachv1.PhaseSucceeded)
 }
 
 // One Promotion runs at a time; the others wait in creation order; a newer automatic one
