@@ -69,7 +69,9 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 	if err := run.loadFreezes(ctx); err != nil {
 		return 0, err
 	}
-	run.adopt()
+	if err := run.adopt(ctx); err != nil {
+		return 0, err
+	}
 	q := plan.Queue(run.promotions)
 	for _, p := range q.Controls {
 		if err := run.control(ctx, p); err != nil {
@@ -349,27 +351,32 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 	return d.RequeueAfter, run.patchPromotion(ctx, before, p)
 }
 
-// adopt takes what the applier runs when this Stage takes it over as the Stage's baseline: it
+// adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
 // was there before Stagecoach, so it is nobody else's write, and the first promote may replace
-// it. This happens once, before the Stage has applied anything (the Stage's first reconcile with
-// a usable applier); what someone else writes after that still freezes the Stage.
-func (run *promotionRun) adopt() {
+// it. The takeover is recorded once (status.adopted, even when the applier holds nothing), on the
+// first reconcile with a usable applier, and saved before the event says so; what someone else
+// writes after that is a foreign write and freezes the Stage.
+func (run *promotionRun) adopt(ctx context.Context) error {
 	stage := run.stage
-	if stage.Status.LastAppliedDigest != "" || stage.Status.Current != nil || len(stage.Status.History) > 0 {
-		return
+	if stage.Status.Adopted != nil || stage.Status.LastAppliedDigest != "" || stage.Status.Current != nil || len(stage.Status.History) > 0 {
+		return nil
 	}
 	for _, p := range run.promotions {
 		if p.Status.AppliedAt != nil {
-			return
+			return nil // a Stage that applied before status.adopted existed: it took over long ago
 		}
 	}
 	current := run.applier.Revision(run.obj)
-	if current == "" {
-		return
-	}
+	stage.Status.Adopted = &stagecoachv1.AdoptedRevision{Revision: current, At: metav1.NewTime(run.now)}
 	stage.Status.LastAppliedDigest = current
-	run.event(stage, corev1.EventTypeNormal, EventAdopted, "Stage %s took over %s '%s', which runs %q: the next promote replaces it",
-		stage.Name, run.obj.GetKind(), run.obj.GetName(), current)
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	if current != "" {
+		run.event(stage, corev1.EventTypeNormal, EventAdopted, "Stage %s took over %s '%s', which runs %q: the next promote replaces it",
+			stage.Name, run.obj.GetKind(), run.obj.GetName(), current)
+	}
+	return nil
 }
 
 // apply writes the version to the applier once. A value there that Stagecoach did not write
@@ -396,9 +403,9 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 		run.engineEvent(p, corev1.EventTypeWarning, EventFrozen, msg)
 		return false, run.finish(ctx, p, stagecoachv1.PhaseAborted, "not applied: "+msg)
 	}
-	stage.Status.LastAppliedDigest = digest
 	if current == digest {
 		// Written before a restart: writing again would only wake the engine for nothing.
+		stage.Status.LastAppliedDigest = digest
 		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
 	}
 	orig := run.obj.DeepCopy()
@@ -407,9 +414,11 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	}
 	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
 	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil {
+		// Not recorded: the applier still holds the value known before, not someone else's.
 		return false, fmt.Errorf("failed to apply %s to %s %q: %w", digest, run.obj.GetKind(), run.obj.GetName(), err)
 	}
 	// Record the write on the Stage before anything else, so it is never taken for someone else's.
+	stage.Status.LastAppliedDigest = digest
 	return true, run.commit(ctx)
 }
 

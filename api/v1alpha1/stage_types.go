@@ -94,6 +94,17 @@ type StageSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 }
 
+// AdoptedRevision is what an applier held when a Stage took it over.
+type AdoptedRevision struct {
+	// Revision is the applier's value then: a digest, or for an Argo CD Application a tag.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// At is when the Stage took the applier over.
+	// +required
+	At metav1.Time `json:"at"`
+}
+
 // ApplierReference names the object that applies a Stage's version.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || self.kind == 'Kustomization'",message="applyRef.image is only for a Flux Kustomization: it names the spec.images entry to pin"
@@ -587,10 +598,17 @@ type StageStatus struct {
 	UpstreamSeen *UpstreamSeen `json:"upstreamSeen,omitempty"`
 
 	// LastAppliedDigest is the digest Stagecoach last wrote to the applier or, before its first
-	// write, the value the applier held when this Stage took it over (adopted). Any other value
-	// found there was written by someone else.
+	// write, the value the applier held when this Stage took it over (see adopted; for an Argo CD
+	// Application that may be a tag). Any other value found there was written by someone else.
 	// +optional
 	LastAppliedDigest string `json:"lastAppliedDigest,omitempty"`
+
+	// Adopted records when this Stage took its applier over and what the applier held then
+	// (empty when it held no version). It is set once, on the first reconcile with a usable
+	// applier before the Stage has applied anything; what someone else writes after that is a
+	// foreign write.
+	// +optional
+	Adopted *AdoptedRevision `json:"adopted,omitempty"`
 
 	// Hold stops automatic promotion until a person promotes, after a failure.
 	// +optional

@@ -162,6 +162,11 @@ spec:
 		}
 	}
 
+	// Negative: the first hook naming the digest arrived before this test's watch saw the landed
+	// status. kustomize-controller sends the apply's change-set event before its deferred status
+	// patch; argocd-notifications and this test watch the same write, and either may see it first.
+	// A hook that early wakes the Stage on a status not yet written: one reason hooks do not make
+	// the reaction faster than the controller's own watch.
 	report("hooks: Flux Kustomization Ready → /hooks/flux delivered          %s", percentiles(fluxHook[1]))
 	report("hooks: Argo CD Application Succeeded+Healthy → /hooks/argocd delivered %s", percentiles(argoHook[1]))
 	report("hooks: Flux landed → next Stage's Application patched, with hooks    %s", percentiles(fluxReact[1]))

@@ -184,7 +184,10 @@ func TestTakeoverAdoptsThenForeignWriteFreezes(t *testing.T) {
 
 	// Adopted on the Stage's first reconcile, before anything is promoted, and said so.
 	g.Eventually(func(g Gomega) {
-		g.Expect(getStage(g, t.Context(), ns, "payments").Status.LastAppliedDigest).To(Equal("v9.9.9"))
+		s := getStage(g, t.Context(), ns, "payments")
+		g.Expect(s.Status.Adopted).NotTo(BeNil())
+		g.Expect(s.Status.Adopted.Revision).To(Equal("v9.9.9"))
+		g.Expect(s.Status.LastAppliedDigest).To(Equal("v9.9.9"))
 		var events eventsv1.EventList
 		g.Expect(env.Client.List(t.Context(), &events, client.InNamespace(ns))).To(Succeed())
 		var notes []string
@@ -234,6 +237,38 @@ func TestTakeoverAdoptsThenForeignWriteFreezes(t *testing.T) {
 	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(2)))
 	app.deploy(digest(2), false, "Succeeded", "Healthy")
 	eventuallyPhase(t, ns, "v2-again", stagecoachv1.PhaseSucceeded)
+}
+
+// A Stage that takes over an applier holding no version records the takeover all the same: a
+// value someone else writes before the first promote is theirs, not adopted.
+func TestTakeoverOfAnEmptyApplier(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	app := newApplication(t, ns, "payments", ociSpec(ns))
+	newStage(t, ns, "payments", nil)
+	ctl := startController(t, nil)
+
+	g.Eventually(func(g Gomega) {
+		s := getStage(g, t.Context(), ns, "payments")
+		g.Expect(s.Status.Adopted).NotTo(BeNil())
+		g.Expect(s.Status.Adopted.Revision).To(BeEmpty())
+		g.Expect(s.Status.Adopted.At.IsZero()).To(BeFalse())
+	}, timeout, interval).Should(Succeed())
+
+	app.update(func(u *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedField(u.Object, "v7.7.7", "spec", "source", "targetRevision")).To(Succeed())
+	})
+	// The Stage is woken by the write (it watches its applier) and must not adopt it now.
+	g.Consistently(func(g Gomega) {
+		g.Expect(getStage(g, t.Context(), ns, "payments").Status.LastAppliedDigest).To(BeEmpty())
+	}, 2*time.Second, interval).Should(Succeed())
+
+	newPromotion(t, ns, "v1", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
+	p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseAborted)
+	g.Expect(p.Status.Message).To(ContainSubstring(`runs "v7.7.7", which Stagecoach did not write: someone else changed it`))
+	eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonForeignWrite, "v7.7.7")
+	g.Expect(app.desiredRevision(app.get())).To(Equal("v7.7.7"))
+	g.Expect(ctl.revisionPatches.Load()).To(BeZero())
 }
 
 // One Promotion runs at a time; the others wait in creation order; a newer automatic one
