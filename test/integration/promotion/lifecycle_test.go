@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -188,15 +189,7 @@ func TestTakeoverAdoptsThenForeignWriteFreezes(t *testing.T) {
 		g.Expect(s.Status.Adopted).NotTo(BeNil())
 		g.Expect(s.Status.Adopted.Revision).To(Equal("v9.9.9"))
 		g.Expect(s.Status.LastAppliedDigest).To(Equal("v9.9.9"))
-		var events eventsv1.EventList
-		g.Expect(env.Client.List(t.Context(), &events, client.InNamespace(ns))).To(Succeed())
-		var notes []string
-		for _, e := range events.Items {
-			if e.Reason == "Adopted" && e.Regarding.Name == "payments" {
-				notes = append(notes, e.Note)
-			}
-		}
-		g.Expect(notes).To(ConsistOf(`Stage payments took over Application 'payments', which runs "v9.9.9": the next promote replaces it`))
+		g.Expect(eventNotes(g, t.Context(), ns, "Adopted", "payments")).To(ConsistOf(`Stage payments took over Application 'payments', which runs "v9.9.9": the next promote replaces it`))
 	}, timeout, interval).Should(Succeed())
 
 	newPromotion(t, ns, "v1", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
@@ -269,6 +262,19 @@ func TestTakeoverOfAnEmptyApplier(t *testing.T) {
 	eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonForeignWrite, "v7.7.7")
 	g.Expect(app.desiredRevision(app.get())).To(Equal("v7.7.7"))
 	g.Expect(ctl.revisionPatches.Load()).To(BeZero())
+}
+
+// eventNotes lists the notes of the events in ns with this reason about the object named regarding.
+func eventNotes(g Gomega, ctx context.Context, ns, reason, regarding string) []string {
+	var events eventsv1.EventList
+	g.Expect(env.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+	var notes []string
+	for _, e := range events.Items {
+		if e.Reason == reason && e.Regarding.Name == regarding {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
 }
 
 // One Promotion runs at a time; the others wait in creation order; a newer automatic one
@@ -361,15 +367,7 @@ func TestFreezeHoldsPromotions(t *testing.T) {
 	eventuallyPhase(t, ns, "glass", stagecoachv1.PhaseSucceeded)
 	g.Expect(getPromotion(g, t.Context(), ns, "by-hand").Status.Phase).To(Equal(stagecoachv1.PhasePending))
 	g.Eventually(func(g Gomega) {
-		var events eventsv1.EventList
-		g.Expect(env.Client.List(t.Context(), &events, client.InNamespace(ns))).To(Succeed())
-		var notes []string
-		for _, e := range events.Items {
-			if e.Reason == "BreakGlass" && e.Regarding.Name == "prod" {
-				notes = append(notes, e.Note)
-			}
-		}
-		g.Expect(notes).To(ContainElement(ContainSubstring("Promotion glass started with break-glass although Freeze " + ns + "/quarter-end")))
+		g.Expect(eventNotes(g, t.Context(), ns, "BreakGlass", "prod")).To(ContainElement(ContainSubstring("Promotion glass started with break-glass although Freeze " + ns + "/quarter-end")))
 	}, timeout, interval).Should(Succeed())
 
 	// Deleting the Freeze lets the waiting Promotion start (v1 already runs, so it lands at once).
