@@ -173,13 +173,15 @@ func (o FluxOCIRepository) observeThrough(digest string) Observation {
 	return observeFlux(k, digest, kustomizationFailures, unproven, "applied "+applied)
 }
 
-// kustomizationFailures are the Ready reasons with which kustomize-controller gives up on a revision.
-var kustomizationFailures = []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed", "ArtifactFailed"}
-
-// substitutionFailures are kustomizationFailures without ArtifactFailed: when Stagecoach writes
-// the version into the Kustomization's spec, the artifact is its source's (a Git repository, say),
-// the same whatever the version, and often only not there yet ("Source artifact not found").
+// substitutionFailures are the Ready reasons with which kustomize-controller gives up on a
+// revision, except ArtifactFailed: when Stagecoach writes the version into the Kustomization's
+// spec, the artifact is its source's (a Git repository, say), the same whatever the version, and
+// often only not there yet ("Source artifact not found").
 var substitutionFailures = []string{"HealthCheckFailed", "BuildFailed", "ReconciliationFailed", "PruneFailed"}
+
+// kustomizationFailures are all the Ready reasons with which kustomize-controller gives up on a
+// revision: applying an OCIRepository's artifact, the artifact is the version.
+var kustomizationFailures = slices.Concat(substitutionFailures, []string{"ArtifactFailed"})
 
 // FluxKustomization applies versions through spec.images (the entry named Image) or the
 // postBuild substitutions; both are in its spec, so landed is Ready for the generation that

@@ -112,11 +112,10 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	}
 	// One binary per checkout: worktrees running their suites at the same time must each run
 	// their own code, not whichever build renamed its file last.
-	checkout := sha256.Sum256([]byte(root))
-	b.Stagecoach = filepath.Join(binDir, fmt.Sprintf("stagecoach-e2e-%x", checkout[:6]))
-	// Stagecoach itself, from the checkout: always rebuilt (the Go build cache makes it quick).
-	// Without -trimpath, so that it reuses the packages `go vet` compiled.
-	stagecoach := goBuild{what: "bin/stagecoach from the checkout", dir: root, always: true,
+	rootHash := sha256.Sum256([]byte(root))
+	b.Stagecoach = filepath.Join(binDir, fmt.Sprintf("stagecoach-e2e-%x", rootHash[:6]))
+	// Stagecoach itself, from the checkout.
+	stagecoach := goBuild{what: "bin/stagecoach from the checkout", dir: root, checkout: true,
 		outputs: []output{{pkg: "./cmd/stagecoach", file: b.Stagecoach}}}
 
 	// A lane's failure cancels the other's build (laneCtx); laneCtx ends with Wait.
@@ -179,19 +178,21 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 type goBuild struct {
 	what, dir, ldflags, estimate string
 	outputs                      []output
-	// always rebuilds even when the files exist (the checkout's own code changes between runs).
-	always bool
+	// checkout marks Stagecoach's own code: rebuilt every run even when the file exists (the code
+	// changes between runs; the build cache makes it quick), without -trimpath (so it reuses the
+	// packages `go vet` compiled), not niced and without progress ticks.
+	checkout bool
 }
 
 // output is a main package and the file its binary is kept in.
 type output struct{ pkg, file string }
 
-// run builds the outputs that are missing (all of them when always) in one go command, so that
+// run builds the outputs that are missing (all of them for the checkout) in one go command, so that
 // packages they share compile once, and renames each into place only when the build succeeded.
 func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 	var missing []output
 	for _, o := range g.outputs {
-		if fi, err := os.Stat(o.file); g.always || err != nil || fi.Mode()&0o111 == 0 {
+		if fi, err := os.Stat(o.file); g.checkout || err != nil || fi.Mode()&0o111 == 0 {
 			missing = append(missing, o)
 		}
 	}
@@ -211,7 +212,7 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	args := []string{"go", "build", "-o", tmp + string(filepath.Separator)}
-	if !g.always {
+	if !g.checkout {
 		args = append(args, "-mod=readonly", "-trimpath", "-ldflags", strings.TrimSpace("-s -w "+g.ldflags))
 		if nice, err := exec.LookPath("nice"); err == nil {
 			// Cold builds share the machine with other work; stay out of its way.
@@ -226,7 +227,7 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 	cmd.Env = goEnv()
 	cmd.Stdout, cmd.Stderr = progress, progress
 	done := make(chan struct{})
-	if !g.always {
+	if !g.checkout {
 		go func() {
 			t := time.NewTicker(30 * time.Second)
 			defer t.Stop()
@@ -251,7 +252,7 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 			return fmt.Errorf("go build of %s wrote no %s: %w", g.what, binaryName(o.pkg), err)
 		}
 	}
-	if !g.always {
+	if !g.checkout {
 		fmt.Fprintf(progress, "stack: built %s in %s\n", g.what, time.Since(start).Round(time.Second))
 	}
 	return nil
