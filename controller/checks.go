@@ -14,9 +14,6 @@ import (
 	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
 )
 
-// ReasonCheckFailed: a check before apply or after landing failed.
-const ReasonCheckFailed = "CheckFailed"
-
 // checkRuns runs a Promotion's checks in the background: a check may take minutes (timeouts,
 // retries), and a reconcile must not hold the worker that long. The first reconcile that needs
 // them starts them; the Stage is woken when they are done, and the next reconcile takes the
@@ -126,7 +123,7 @@ func (run *promotionRun) runChecks(p *stagecoachv1.Promotion, checks []stagecoac
 	}
 	var failures []string
 	for _, res := range out {
-		results = append(results, stagecoachv1.GateResult{Gate: "check/" + res.Name, Passed: res.Passed, Message: res.Message})
+		results = append(results, stagecoachv1.GateResult{Gate: stagecoachv1.GateCheckPrefix + res.Name, Passed: res.Passed, Message: res.Message})
 		if !res.Passed {
 			failures = append(failures, res.Message)
 		}

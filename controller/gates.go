@@ -2,106 +2,85 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/semver"
+	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
-// promoteGates evaluates the gates a version must pass before it is applied, for automation and
-// for a person's Promotion alike: its signature (for a registry source with verify), time
-// windows (a break-glass Promotion passes them, as it passes a Freeze), approvals and
-// dependencies. It returns the blocks and every gate's verdict.
+// promoteGates gathers what the gate chain decides from (only for the gates the Stage asks for:
+// the signature verdict, its Approvals and who promoted the version, the Stages it depends on)
+// and runs plan.PromoteGates. It returns the blocks and every gate's verdict.
 func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakGlass bool) ([]stagecoachv1.GateBlock, []stagecoachv1.GateResult, error) {
 	stage := run.stage
-	var blocks []stagecoachv1.GateBlock
-	var results []stagecoachv1.GateResult
-	verdict := func(gate string, block []stagecoachv1.GateBlock, passed string) {
-		blocks = append(blocks, block...)
-		if len(block) == 0 {
-			results = append(results, stagecoachv1.GateResult{Gate: gate, Passed: true, Message: passed})
-			return
-		}
-		msgs := make([]string, 0, len(block))
-		for _, b := range block {
-			msgs = append(msgs, b.Message)
-		}
-		results = append(results, stagecoachv1.GateResult{Gate: gate, Message: strings.Join(msgs, "; ")})
-	}
-	if src := stage.Spec.Source.Registry; src != nil && src.Verify != nil {
-		block, passed, err := run.r.signatureBlock(ctx, stage, digest, run.now)
-		if err != nil {
+	in := plan.GateInputs{Stage: stage, Digest: digest, BreakGlass: breakGlass, Now: run.now, MatchVersion: matchVersion}
+	var err error
+	if plan.Asks(stage, stagecoachv1.GateSignature) {
+		if in.Signature, err = run.r.signatureVerdict(ctx, stage, digest, run.now); err != nil {
 			return nil, nil, err
 		}
-		verdict(GateSignature, asList(block), passed)
 	}
-	if policy := stage.Spec.Promotion; policy != nil && len(policy.Windows) > 0 {
-		if breakGlass {
-			results = append(results, stagecoachv1.GateResult{Gate: plan.GateWindow, Passed: true, Message: "passed with break-glass"})
-		} else {
-			verdict(plan.GateWindow, asList(plan.WindowBlock(policy.Windows, run.now)), "inside the promotion windows")
-		}
-	}
-	if policy := stage.Spec.Promotion; policy != nil && policy.Approvals != nil && policy.Approvals.Required > 0 {
-		block, err := run.approvalBlock(ctx, digest)
-		if err != nil {
+	if plan.Asks(stage, stagecoachv1.GateApprovals) {
+		if in.Approvals, in.Promoters, err = run.approvals(ctx, digest); err != nil {
 			return nil, nil, err
 		}
-		verdict(plan.GateApprovals, asList(block), fmt.Sprintf("approved by %d", policy.Approvals.Required))
 	}
-	if len(stage.Spec.DependsOn) > 0 {
-		others := map[types.NamespacedName]*stagecoachv1.Stage{}
-		for _, d := range stage.Spec.DependsOn {
-			key := plan.DependencyKey(stage, d)
-			other := &stagecoachv1.Stage{}
-			if err := run.r.Get(ctx, key, other); err != nil {
-				if apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, fmt.Errorf("failed to read Stage %s that Stage %q depends on: %w", key, stage.Name, err)
-			}
-			others[key] = other
+	if plan.Asks(stage, stagecoachv1.GateDependsOn) {
+		if in.Dependencies, err = run.dependencies(ctx); err != nil {
+			return nil, nil, err
 		}
-		verdict(plan.GateDependsOn, plan.DependsOnBlocks(stage, others, matchVersion), "every dependency is Verified at a matching version")
 	}
+	blocks, results := plan.RunGates(plan.PromoteGates, in)
 	return blocks, results, nil
 }
 
-// approvalBlock counts the Approvals of digest, leaving out whoever promoted it by hand here or
-// in the upstream Stage.
-func (run *promotionRun) approvalBlock(ctx context.Context, digest string) (*stagecoachv1.GateBlock, error) {
+// approvals lists the Stage's Approvals and who promoted digest by hand, here or in the upstream
+// Stage (they cannot approve it).
+func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagecoachv1.Approval, []string, error) {
 	stage := run.stage
 	var approvals stagecoachv1.ApprovalList
 	if err := run.r.List(ctx, &approvals, client.InNamespace(stage.Namespace),
 		client.MatchingFields{approvalStageIndexKey: stage.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list the Approvals of Stage %q: %w", stage.Name, err)
+		return nil, nil, fmt.Errorf("failed to list the Approvals of Stage %q: %w", stage.Name, err)
 	}
 	promoters := plan.Promoters(digest, run.promotions)
-	if up := stage.Spec.Source.Upstream; up != nil {
-		ns := up.Namespace
-		if ns == "" {
-			ns = stage.Namespace
-		}
+	if up, ok := stage.UpstreamKey(); ok {
 		var upstream stagecoachv1.PromotionList
-		if err := run.r.List(ctx, &upstream, client.InNamespace(ns), client.MatchingFields{promotionStageIndexKey: up.Stage}); err != nil {
-			return nil, fmt.Errorf("failed to list the Promotions of upstream Stage %s/%s: %w", ns, up.Stage, err)
+		if err := run.r.List(ctx, &upstream, client.InNamespace(up.Namespace), client.MatchingFields{promotionStageIndexKey: up.Name}); err != nil {
+			return nil, nil, fmt.Errorf("failed to list the Promotions of upstream Stage %s: %w", up, err)
 		}
 		promoters = append(promoters, plan.Promoters(digest, upstream.Items)...)
 	}
-	return plan.ApprovalBlock(stage, digest, approvals.Items, promoters), nil
+	return approvals.Items, promoters, nil
 }
 
-func asList(b *stagecoachv1.GateBlock) []stagecoachv1.GateBlock {
-	if b == nil {
-		return nil
+// dependencies reads the Stages spec.dependsOn names; a missing one is left out of the map.
+func (run *promotionRun) dependencies(ctx context.Context) (map[types.NamespacedName]*stagecoachv1.Stage, error) {
+	stage := run.stage
+	others := map[types.NamespacedName]*stagecoachv1.Stage{}
+	for _, d := range stage.Spec.DependsOn {
+		key := stage.DependencyKey(d)
+		other := &stagecoachv1.Stage{}
+		if err := run.r.Get(ctx, key, other); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("failed to read Stage %s that Stage %q depends on: %w", key, stage.Name, err)
+		}
+		others[key] = other
 	}
-	return []stagecoachv1.GateBlock{*b}
+	return others, nil
 }
 
 // matchVersion reports whether a version (a tag such as v1.2.3) meets a semver constraint.
@@ -115,4 +94,59 @@ func matchVersion(constraint, version string) (bool, error) {
 		return false, fmt.Errorf("version %q is not semver: %w", version, err)
 	}
 	return c.Check(v), nil
+}
+
+// signatureVerdict verifies digest in the Stage's registry with the keys of verify.secretRef.
+// What keeps it from being verified (keys or credentials unreadable, the registry down, no
+// trusted signature) is the verdict's block; errors are for retries only. Verdicts are cached per
+// digest and key set (process-wide), so asking again is cheap.
+func (r *StageReconciler) signatureVerdict(ctx context.Context, stage *stagecoachv1.Stage, digest string, now time.Time) (*plan.SignatureVerdict, error) {
+	src := stage.Spec.Source.Registry
+	blocked := func(reason, msg string, until *metav1.Time) *plan.SignatureVerdict {
+		return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: reason, Message: msg, Until: until}}
+	}
+	var keys [][]byte
+	if ref := src.Verify.SecretRef; ref != nil {
+		secret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+				return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s' with the cosign public keys cannot be read (%v): create it or fix verify.secretRef",
+					stage.Namespace, ref.Name, err), nil), nil
+			}
+			return nil, fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
+		}
+		var err error
+		if keys, err = verify.KeysFromSecretData(secret.Data); err != nil {
+			return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s': %v", stage.Namespace, ref.Name, err), nil), nil
+		}
+	}
+	identities := make([]verify.Identity, 0, len(src.Verify.MatchOIDCIdentity))
+	for _, id := range src.Verify.MatchOIDCIdentity {
+		identities = append(identities, verify.Identity{Issuer: id.Issuer, Subject: id.Subject})
+	}
+	keychain, credBlock, err := registry.Keychain(ctx, r.APIReader, stage, src.SecretRef)
+	if err != nil {
+		return nil, err
+	}
+	if credBlock != nil {
+		return &plan.SignatureVerdict{Block: credBlock}, nil
+	}
+	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, Keychain: keychain, Insecure: src.Insecure, Cache: r.verdicts})
+	if err != nil {
+		return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify signatures: %v", stage.Name, err), nil), nil
+	}
+	verdict, err := v.Verify(ctx, src.Repository+"@"+digest)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
+		return blocked(stagecoachv1.ReasonVerificationUnavailable, fmt.Sprintf("cannot check the signature of %s: %v", digest, err), &retry), nil
+	}
+	if !verdict.Verified {
+		// A signature pushed later is seen once the cached verdict expires.
+		retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
+		return blocked(verdict.Reason, verdict.Message, &retry), nil
+	}
+	return &plan.SignatureVerdict{Message: verdict.Message}, nil
 }

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +20,9 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/source"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
+	"github.com/stagecoach-dev/stagecoach/internal/source/upstream"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
@@ -49,10 +49,10 @@ type StageReconciler struct {
 	// CheckPluginDir holds the check plugins Stages name.
 	CheckPluginDir string
 
-	checks     *checkRuns
-	verdicts   *verify.Cache
-	listings   registryListings
-	watcher    *applierWatcher
+	checks         *checkRuns
+	verdicts       *verify.Cache
+	registrySource *registry.Source
+	watcher        *applierWatcher
 	hookEvents chan event.GenericEvent
 }
 
@@ -90,7 +90,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// The applier must exist, be ours alone, and say so with its label.
 	verdict, err := r.checkApplier(ctx, stage)
 	if err != nil {
-		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionUnknown, "ApplierCheckFailed", err.Error())
+		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionUnknown, stagecoachv1.ReasonApplierCheckFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	var through *unstructured.Unstructured
@@ -115,7 +115,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			result.RequeueAfter = r.ApplierRetryInterval
 		}
 		// A Promotion already running still ends by its deadline, whatever became of the applier.
-		run := &promotionRun{r: r, stage: stage, obj: verdict.obj, now: r.clock().Now(), commit: writer.commit}
+		run := r.newPromotionRun(stage, verdict.obj, nil, writer.commit)
 		expiresIn, err := run.expireRunning(ctx, verdict.message)
 		if expiresIn > 0 && (result.RequeueAfter == 0 || expiresIn < result.RequeueAfter) {
 			result.RequeueAfter = expiresIn
@@ -124,9 +124,20 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 
 	// Promotions: supersede, start, apply, observe, finish; then automation.
-	run := &promotionRun{r: r, stage: stage, obj: verdict.obj, applier: verdict.engine, now: r.clock().Now(), commit: writer.commit}
+	run := r.newPromotionRun(stage, verdict.obj, verdict.engine, writer.commit)
 	requeue, err := run.reconcilePromotions(ctx)
 	return ctrl.Result{RequeueAfter: requeue}, err
+}
+
+// sourceFor is the source the Stage takes its versions from; nil for one not built yet.
+func (r *StageReconciler) sourceFor(stage *stagecoachv1.Stage) source.Source {
+	switch {
+	case stage.Spec.Source.Registry != nil:
+		return r.registrySource
+	case stage.Spec.Source.Upstream != nil:
+		return upstream.Source{Reader: r.Client}
+	}
+	return nil
 }
 
 func (r *StageReconciler) clock() clock.PassiveClock {
@@ -333,45 +344,3 @@ func oldestStage(stages []stagecoachv1.Stage) string {
 	return live[0].Name
 }
 
-// stageStatusWriter is the Stage's one status writer: commit stamps what the reconcile handled,
-// patches the status when it changed, and emits an event when Ready changed.
-type stageStatusWriter struct {
-	r      *StageReconciler
-	stage  *stagecoachv1.Stage
-	before *stagecoachv1.Stage
-}
-
-func (w *stageStatusWriter) commit(ctx context.Context) error {
-	stage, before := w.stage, w.before
-	stage.Status.ObservedGeneration = stage.Generation
-	if v, ok := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]; ok {
-		stage.Status.LastHandledReconcileAt = v
-	}
-	if equality.Semantic.DeepEqual(before.Status, stage.Status) {
-		return nil
-	}
-	if err := w.r.Status().Patch(ctx, stage, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("failed to patch the status of Stage %q: %w", stage.Name, err)
-	}
-	w.before = stage.DeepCopy()
-	old := meta.FindStatusCondition(before.Status.Conditions, stagecoachv1.ConditionReady)
-	now := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
-	if now != nil && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
-		eventType := corev1.EventTypeNormal
-		if now.Status != metav1.ConditionTrue {
-			eventType = corev1.EventTypeWarning
-		}
-		w.r.Events.Eventf(stage, nil, eventType, now.Reason, "Reconcile", "%s", now.Message)
-	}
-	return nil
-}
-
-// setCondition sets one condition of the Stage for its current generation.
-func setCondition(stage *stagecoachv1.Stage, condType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{
-		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: stage.Generation,
-	})
-}

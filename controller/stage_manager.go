@@ -22,7 +22,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
-	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
@@ -42,15 +42,11 @@ const approvalStageIndexKey = ".spec.stage"
 
 func upstreamKey(stage *stagecoachv1.Stage) []string {
 	var keys []string
-	if up := stage.Spec.Source.Upstream; up != nil {
-		ns := up.Namespace
-		if ns == "" {
-			ns = stage.Namespace
-		}
-		keys = append(keys, ns+"/"+up.Stage)
+	if up, ok := stage.UpstreamKey(); ok {
+		keys = append(keys, up.String())
 	}
 	for _, d := range stage.Spec.DependsOn {
-		keys = append(keys, plan.DependencyKey(stage, d).String())
+		keys = append(keys, stage.DependencyKey(d).String())
 	}
 	return keys
 }
@@ -103,6 +99,7 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
 	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
+	r.registrySource = &registry.Source{Lister: r.Registry, Secrets: r.APIReader}
 	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir}, baseCtx: ctx, wake: r.wake}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").

@@ -16,46 +16,6 @@ const (
 	ConditionStalled = "Stalled"
 )
 
-// Reasons of Stage conditions. Tests and users rely on these names.
-const (
-	ReasonApplierReady         = "ApplierReady"
-	ReasonApplierUnreadable    = "ApplierUnreadable"
-	ReasonApplierUnlabelled    = "ApplierUnlabelled"
-	ReasonApplierClaimed       = "ApplierClaimed"
-	ReasonApplierMultiSource   = "ApplierMultiSource"
-	ReasonApplierNotOCI        = "ApplierNotOCI"
-	ReasonApplierNotAutomated  = "ApplierNotAutomated"
-	ReasonApplierSuspended     = "ApplierSuspended"
-	ReasonUpstreamUntrusted    = "UpstreamUntrusted"
-	ReasonUpstreamUnreadable   = "UpstreamUnreadable"
-	ReasonNotPublished         = "NotPublished"
-	ReasonSignatureInvalid     = "SignatureInvalid"
-	ReasonDependencyNotReady   = "DependencyNotReady"
-	ReasonKubernetesVersion    = "KubernetesVersion"
-	ReasonConditionNotMet      = "ConditionNotMet"
-	ReasonTemplateStampFailure = "TemplateStampFailure"
-	ReasonDeadlineExceeded     = "DeadlineExceeded"
-	ReasonRolledBack           = "RolledBack"
-	ReasonSuspended            = "Suspended"
-)
-
-// Reasons of Frozen and of automation holds.
-const (
-	ReasonForeignWrite      = "ForeignWrite"
-	ReasonFrozenByPromotion = "FrozenByPromotion"
-	ReasonPromotionFailed   = "PromotionFailed"
-	ReasonRollbackFailed    = "RollbackFailed"
-	ReasonVerified          = "Verified"
-	ReasonNotMediated       = "NotMediated"
-	ReasonMediated          = "Mediated"
-	ReasonPromoting         = "Promoting"
-	ReasonIdle              = "Idle"
-	ReasonLanded            = "Landed"
-	ReasonSyncFailed        = "SyncFailed"
-	ReasonDegraded          = "Degraded"
-	ReasonSuperseded        = "Superseded"
-)
-
 // Labels and annotations Stagecoach puts on the objects it creates and on appliers.
 const (
 	// PromotionStageLabel on a Promotion names its Stage, for selection.

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Defaults of optional Stage fields; the getters below apply them so that the reconciler never
@@ -99,6 +100,52 @@ func (s *Stage) GetRollbackLimit() int32 {
 		return *r.Limit
 	}
 	return DefaultRollbackLimit
+}
+
+// UpstreamKey is where the Stage's upstream Stage lives (its namespace defaults to this Stage's),
+// and false when the source is not an upstream Stage.
+func (s *Stage) UpstreamKey() (types.NamespacedName, bool) {
+	up := s.Spec.Source.Upstream
+	if up == nil {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: namespaceOr(up.Namespace, s.Namespace), Name: up.Stage}, true
+}
+
+// DependencyKey is where a dependency's Stage lives (its namespace defaults to this Stage's).
+func (s *Stage) DependencyKey(d StageDependency) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespaceOr(d.Namespace, s.Namespace), Name: d.Stage}
+}
+
+func namespaceOr(ns, fallback string) string {
+	if ns == "" {
+		return fallback
+	}
+	return ns
+}
+
+// GetRegistryInterval returns source.registry.interval or its default.
+func (s *Stage) GetRegistryInterval() time.Duration {
+	if r := s.Spec.Source.Registry; r != nil && r.Interval != nil && r.Interval.Duration > 0 {
+		return r.Interval.Duration
+	}
+	return DefaultRegistryInterval
+}
+
+// GetPreApplyChecks returns promotion.checks: they run before a version is applied.
+func (s *Stage) GetPreApplyChecks() []Check {
+	if s.Spec.Promotion == nil {
+		return nil
+	}
+	return s.Spec.Promotion.Checks
+}
+
+// GetVerificationChecks returns verification.checks: they run once a version landed.
+func (s *Stage) GetVerificationChecks() []Check {
+	if s.Spec.Verification == nil {
+		return nil
+	}
+	return s.Spec.Verification.Checks
 }
 
 // GetConditions returns the Stage's conditions.

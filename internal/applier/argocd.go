@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 // PluginName is the config management plugin that renders Git sources at a digest.
@@ -35,12 +37,12 @@ func describe(obj *unstructured.Unstructured) string {
 func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
 	name := describe(obj)
 	if sources, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources"); len(sources) > 0 {
-		return &Problem{Reason: "ApplierMultiSource", Message: fmt.Sprintf(
+		return &Problem{Reason: stagecoachv1.ReasonApplierMultiSource, Message: fmt.Sprintf(
 			"%s has %d entries in spec.sources: Stagecoach promotes exactly one source; use spec.source", name, len(sources))}, nil
 	}
 	source, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source")
 	if !ok {
-		return &Problem{Reason: "ApplierNotOCI", Message: fmt.Sprintf(
+		return &Problem{Reason: stagecoachv1.ReasonApplierNotOCI, Message: fmt.Sprintf(
 			"%s has no spec.source: set an OCI source (repoURL oci://...) or a Git source using the %s plugin", name, PluginName)}, nil
 	}
 	repoURL, _, _ := unstructured.NestedString(source, "repoURL")
@@ -48,12 +50,12 @@ func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Pr
 	_, pluginSet, _ := unstructured.NestedMap(source, "plugin")
 	usesOurPlugin := pluginSet && isOurPlugin(pluginName)
 	if !strings.HasPrefix(repoURL, "oci://") && !usesOurPlugin {
-		return &Problem{Reason: "ApplierNotOCI", Message: fmt.Sprintf(
+		return &Problem{Reason: stagecoachv1.ReasonApplierNotOCI, Message: fmt.Sprintf(
 			"%s has source %q, which is not OCI and does not use the %s plugin: use an oci:// repoURL or set spec.source.plugin.name: %s",
 			name, repoURL, PluginName, PluginName)}, nil
 	}
 	if !automated(obj) {
-		return &Problem{Reason: "ApplierNotAutomated", Message: fmt.Sprintf(
+		return &Problem{Reason: stagecoachv1.ReasonApplierNotAutomated, Message: fmt.Sprintf(
 			"%s does not sync automatically: set spec.syncPolicy.automated, since Stagecoach never runs a sync", name)}, nil
 	}
 
@@ -70,7 +72,7 @@ func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Pr
 		fields = append(fields, fmt.Sprintf("spec.source.plugin (%q)", pluginName))
 	}
 	if len(fields) > 0 {
-		return nil, &Problem{Reason: "NotMediated", Message: fmt.Sprintf(
+		return nil, &Problem{Reason: stagecoachv1.ReasonNotMediated, Message: fmt.Sprintf(
 			"%s sets %s: something besides the digest decides what runs", name, strings.Join(fields, ", "))}
 	}
 	return nil, nil
@@ -180,11 +182,11 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 
 	switch {
 	case opPhase == "":
-		return Observation{Phase: Progressing, Reason: "WaitingForSync", Message: fmt.Sprintf("waiting for Argo CD to sync %s", digest)}
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: fmt.Sprintf("waiting for Argo CD to sync %s", digest)}
 	case (opPhase == "Failed" || opPhase == "Error") && ours:
-		return Observation{Phase: Failed, Reason: "SyncFailed", Message: fmt.Sprintf("the sync of %s ended %s: %s", digest, opPhase, opMessage)}
+		return Observation{Phase: Failed, Reason: stagecoachv1.ReasonSyncFailed, Message: fmt.Sprintf("the sync of %s ended %s: %s", digest, opPhase, opMessage)}
 	case opPhase != "Succeeded" || !revisionNames(opApplied, digest):
-		return Observation{Phase: Progressing, Reason: "WaitingForSync", Message: fmt.Sprintf(
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: fmt.Sprintf(
 			"waiting for Argo CD to sync %s (last operation %s at %q)", digest, opPhase, opApplied)}
 	}
 
@@ -192,7 +194,7 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 	reconciledAt := str("reconciledAt")
 	fresh := notBefore(reconciledAt, finishedAt)
 	if health == "Degraded" && fresh {
-		return Observation{Phase: Failed, Reason: "Degraded", Message: fmt.Sprintf(
+		return Observation{Phase: Failed, Reason: stagecoachv1.ReasonDegraded, Message: fmt.Sprintf(
 			"%s is Degraded after the sync of %s: %s", describe(obj), digest, str("health", "message"))}
 	}
 	syncStatus := str("sync", "status")
@@ -208,10 +210,10 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 		missing = append(missing, fmt.Sprintf("status reconciled at %s, before the sync finished at %s", reconciledAt, finishedAt))
 	}
 	if len(missing) > 0 {
-		return Observation{Phase: Progressing, Reason: "WaitingForHealth", Message: fmt.Sprintf(
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForHealth, Message: fmt.Sprintf(
 			"synced %s at %s; waiting: %s", digest, finishedAt, strings.Join(missing, ", "))}
 	}
-	return Observation{Phase: Landed, Reason: "Landed", Message: fmt.Sprintf(
+	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf(
 		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, digest, reconciledAt)}
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 // RequestedAtAnnotation asks a Flux controller to reconcile now.
@@ -25,7 +27,7 @@ func describeKind(obj *unstructured.Unstructured) string {
 // fluxSuspended is the blocking problem of every Flux kind: a suspended object applies nothing.
 func fluxSuspended(obj *unstructured.Unstructured) *Problem {
 	if suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); suspended {
-		return &Problem{Reason: "ApplierSuspended", Message: fmt.Sprintf(
+		return &Problem{Reason: stagecoachv1.ReasonApplierSuspended, Message: fmt.Sprintf(
 			"%s is suspended, so it applies nothing: set spec.suspend to false (flux resume)", describeKind(obj))}
 	}
 	return nil
@@ -86,19 +88,19 @@ func observeFlux(obj *unstructured.Unstructured, digest string, failureReasons [
 	name := describeKind(obj)
 	switch {
 	case !st.current:
-		return Observation{Phase: Progressing, Reason: "WaitingForReconcile", Message: fmt.Sprintf(
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForReconcile, Message: fmt.Sprintf(
 			"waiting for %s to be reconciled at generation %d", name, obj.GetGeneration())}
 	case st.ready == "False" && (slices.Contains(failureReasons, st.reason) || st.stalled):
 		return Observation{Phase: Failed, Reason: st.reason, Message: fmt.Sprintf("%s failed with %s applying %s: %s", name, st.reason, digest, st.message)}
 	case st.ready == "Unknown" && st.settled && unproven == "":
-		return Observation{Phase: Rechecking, Reason: "Rechecking", Message: fmt.Sprintf(
+		return Observation{Phase: Rechecking, Reason: stagecoachv1.ReasonRechecking, Message: fmt.Sprintf(
 			"%s is reconciling generation %d again, which it had reconciled before (%s: %s)", name, obj.GetGeneration(), st.reason, st.message)}
 	case st.ready != "True":
-		return Observation{Phase: Progressing, Reason: "WaitingForReady", Message: fmt.Sprintf("%s is not Ready (%s): %s", name, st.reason, st.message)}
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForReady, Message: fmt.Sprintf("%s is not Ready (%s): %s", name, st.reason, st.message)}
 	case unproven != "":
-		return Observation{Phase: Progressing, Reason: "WaitingForRevision", Message: unproven}
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForRevision, Message: unproven}
 	}
-	return Observation{Phase: Landed, Reason: "Landed", Message: fmt.Sprintf("%s is Ready at generation %d: %s", name, obj.GetGeneration(), evidence)}
+	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf("%s is Ready at generation %d: %s", name, obj.GetGeneration(), evidence)}
 }
 
 // FluxOCIRepository applies versions by pinning spec.ref.digest; landed when the stored artifact
@@ -162,7 +164,7 @@ func (o FluxOCIRepository) observeThrough(digest string) Observation {
 	attempted, _, _ := unstructured.NestedString(k.Object, "status", "lastAttemptedRevision")
 	if st := readFluxState(k); st.current && st.ready == "False" && !st.stalled && !revisionNames(attempted, digest) &&
 		!strings.Contains(st.message, strings.TrimPrefix(digest, "sha256:")) {
-		return Observation{Phase: Progressing, Reason: "WaitingForAttempt", Message: fmt.Sprintf(
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForAttempt, Message: fmt.Sprintf(
 			"%s has not tried %s yet; it last tried %q (%s: %s)", describeKind(k), digest, attempted, st.reason, st.message)}
 	}
 	applied, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
@@ -194,7 +196,7 @@ func (k FluxKustomization) Validate(obj *unstructured.Unstructured) (*Problem, *
 		return p, nil
 	}
 	if k.Image != "" && k.imageIndex(obj) < 0 {
-		return &Problem{Reason: "ApplierUnreadable", Message: fmt.Sprintf(
+		return &Problem{Reason: stagecoachv1.ReasonApplierUnreadable, Message: fmt.Sprintf(
 			"%s has no spec.images entry named %q: add it, or fix the Stage's spec.applyRef.image", describeKind(obj), k.Image)}, nil
 	}
 	return nil, nil

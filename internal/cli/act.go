@@ -150,16 +150,12 @@ func resolveVersion(ctx context.Context, c client.Reader, stage *stagecoachv1.St
 		return v, nil
 	}
 	known := knownVersions(stage)
-	if up := stage.Spec.Source.Upstream; up != nil {
-		ns := up.Namespace
-		if ns == "" {
-			ns = stage.Namespace
-		}
+	if up, ok := stage.UpstreamKey(); ok {
 		upstream := &stagecoachv1.Stage{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: up.Stage}, upstream); err == nil {
+		if err := c.Get(ctx, up, upstream); err == nil {
 			known = append(known, knownVersions(upstream)...)
 		} else if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("failed to read upstream Stage %s/%s: %w", ns, up.Stage, err)
+			return nil, fmt.Errorf("failed to read upstream Stage %s: %w", up, err)
 		}
 	}
 	for _, v := range known {

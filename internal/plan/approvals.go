@@ -9,9 +9,6 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
-// GateApprovals is the blockedBy gate of approvals.
-const GateApprovals = "approvals"
-
 // ApprovalBlock counts the Approvals of digest for the Stage: distinct approvers, each a member
 // (by the groups their Approval names, which admission checked) of one of the policy's groups,
 // none of them a person who promoted the version (here or upstream: promoters holds their
@@ -52,7 +49,7 @@ func ApprovalBlock(stage *stagecoachv1.Stage, digest string, approvals []stageco
 		sort.Strings(outside)
 		msg += fmt.Sprintf("; %s approved without naming one of those groups", strings.Join(outside, ", "))
 	}
-	return &stagecoachv1.GateBlock{Gate: GateApprovals, Reason: "AwaitingApproval", Message: msg}
+	return &stagecoachv1.GateBlock{Gate: stagecoachv1.GateApprovals, Reason: stagecoachv1.ReasonAwaitingApproval, Message: msg}
 }
 
 func appendOnce(list []string, s string) []string {

@@ -19,58 +19,108 @@ type Candidate struct {
 	VerifiedAt *metav1.Time
 }
 
-// Gates named in blockedBy.
-const (
-	GateAuto    = "auto"
-	GateHold    = "hold"
-	GateFreeze  = "freeze"
-	GateSuspend = "suspend"
-	GateHistory = "history"
-	GateSource  = "source"
-	GateSoak    = "soak"
-)
+// Version is the candidate as a version reference.
+func (c *Candidate) Version() *stagecoachv1.VersionReference {
+	return &stagecoachv1.VersionReference{Digest: c.Digest, Tag: c.Tag}
+}
+
+// automationGates hold a candidate back from automatic promotion (a person's Promotion passes
+// them), in this order. They decide from the Stage and the candidate alone.
+var automationGates = []struct {
+	gate   string
+	decide func(stage *stagecoachv1.Stage, c *Candidate, now time.Time) *stagecoachv1.GateBlock
+}{
+	{stagecoachv1.GateHistory, func(stage *stagecoachv1.Stage, c *Candidate, _ time.Time) *stagecoachv1.GateBlock {
+		if !slices.Contains(stage.Status.FailedDigests, c.Digest) {
+			return nil
+		}
+		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonPromotionFailed,
+			Message: fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", c.Digest)}
+	}},
+	{stagecoachv1.GateSuspend, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
+		if !stage.Spec.Suspend {
+			return nil
+		}
+		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSuspended, Message: "the Stage is suspended: set spec.suspend to false"}
+	}},
+	{stagecoachv1.GateFreeze, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
+		frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen)
+		if frozen == nil || frozen.Status != metav1.ConditionTrue {
+			return nil
+		}
+		return &stagecoachv1.GateBlock{Reason: frozen.Reason, Message: frozen.Message}
+	}},
+	{stagecoachv1.GateHold, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
+		h := stage.Status.Hold
+		if h == nil {
+			return nil
+		}
+		return &stagecoachv1.GateBlock{Reason: h.Reason, Message: h.Message}
+	}},
+	{stagecoachv1.GateSoak, func(stage *stagecoachv1.Stage, c *Candidate, now time.Time) *stagecoachv1.GateBlock {
+		policy := stage.Spec.Promotion
+		if policy == nil || policy.Soak == nil || c.VerifiedAt == nil {
+			return nil
+		}
+		opens := c.VerifiedAt.Add(policy.Soak.Duration)
+		if !now.Before(opens) {
+			return nil
+		}
+		until := metav1.NewTime(opens)
+		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSoaking, Until: &until,
+			Message: fmt.Sprintf("verified upstream %s ago; the Stage asks for %s", now.Sub(c.VerifiedAt.Time).Round(time.Second), policy.Soak.Duration)}
+	}},
+	{stagecoachv1.GateAuto, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
+		if stage.Spec.Promotion != nil && stage.Spec.Promotion.Auto {
+			return nil
+		}
+		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonManual,
+			Message: "automatic promotion is off for this Stage: create a Promotion to promote it"}
+	}},
+}
 
 // AutoPromote decides whether automation promotes the candidate now, and otherwise lists every
-// gate that holds it back. It returns false with no blocks when there is nothing to do (no
-// candidate, already running it, or already tried).
+// automation gate that holds it back. It returns false with no blocks when there is nothing to do
+// (no candidate, already running it, or already tried).
 func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion, now time.Time) (bool, []stagecoachv1.GateBlock) {
-	if c == nil || (stage.Status.Current != nil && stage.Status.Current.Digest == c.Digest) {
+	if !IsNew(stage, c, promotions) {
 		return false, nil
 	}
-	failed := slices.Contains(stage.Status.FailedDigests, c.Digest)
-	for i := range promotions {
-		p := &promotions[i]
-		if !failed && p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == c.Digest {
-			return false, nil // tried (or trying) already: never twice automatically
-		}
-	}
 	var blocks []stagecoachv1.GateBlock
-	if failed {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateHistory, Reason: stagecoachv1.ReasonPromotionFailed,
-			Message: fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", c.Digest)})
-	}
-	if stage.Spec.Suspend {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateSuspend, Reason: stagecoachv1.ReasonSuspended,
-			Message: "the Stage is suspended: set spec.suspend to false"})
-	}
-	if frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen); frozen != nil && frozen.Status == metav1.ConditionTrue {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateFreeze, Reason: frozen.Reason, Message: frozen.Message})
-	}
-	if h := stage.Status.Hold; h != nil {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateHold, Reason: h.Reason, Message: h.Message})
-	}
-	if soak := stage.Spec.Promotion; soak != nil && soak.Soak != nil && c.VerifiedAt != nil {
-		if opens := c.VerifiedAt.Add(soak.Soak.Duration); now.Before(opens) {
-			until := metav1.NewTime(opens)
-			blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateSoak, Reason: "Soaking", Until: &until,
-				Message: fmt.Sprintf("verified upstream %s ago; the Stage asks for %s", now.Sub(c.VerifiedAt.Time).Round(time.Second), soak.Soak.Duration)})
+	for _, g := range automationGates {
+		if b := g.decide(stage, c, now); b != nil {
+			b.Gate = g.gate
+			blocks = append(blocks, *b)
 		}
-	}
-	if stage.Spec.Promotion == nil || !stage.Spec.Promotion.Auto {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateAuto, Reason: "Manual",
-			Message: "automatic promotion is off for this Stage: create a Promotion to promote it"})
 	}
 	return len(blocks) == 0, blocks
+}
+
+// IsNew reports whether the candidate is something automation has not done with: not what runs,
+// and never promoted here automatically or by hand, unless it failed (then the history gate says
+// so).
+func IsNew(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion) bool {
+	if c == nil || (stage.Status.Current != nil && stage.Status.Current.Digest == c.Digest) {
+		return false
+	}
+	if slices.Contains(stage.Status.FailedDigests, c.Digest) {
+		return true
+	}
+	for i := range promotions {
+		p := &promotions[i]
+		if p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == c.Digest {
+			return false // tried (or trying) already: never twice automatically
+		}
+	}
+	return true
+}
+
+// CandidateBlocks is everything that holds a new candidate back: the automation gates, the
+// promote gates (see PromoteGates) and the Freezes holding the Stage. Automation promotes it
+// when there is none.
+func CandidateBlocks(automation, promote []stagecoachv1.GateBlock, freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
+	blocks := slices.Concat(automation, promote, FreezeBlocks(freezes))
+	return blocks
 }
 
 // BlocksEnd is how long until the first gate with a known end opens (0 when none will by itself).

@@ -110,7 +110,7 @@ func (e Explanation) Lines() []string {
 			if b.Until != nil {
 				// A signature does not open by itself: its Until is when it is checked again.
 				verb := "opens"
-				if b.Gate == "signature" {
+				if b.Gate == stagecoachv1.GateSignature {
 					verb = "checked again"
 				}
 				until = fmt.Sprintf(" (%s in %s)", verb, b.Until.Sub(e.now).Round(time.Second))

@@ -58,7 +58,7 @@ func DescribeFreeze(f stagecoachv1.Freeze) string {
 func FreezeBlocks(freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
 	var blocks []stagecoachv1.GateBlock
 	for _, f := range freezes {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: GateFreeze, Reason: "Frozen", Message: DescribeFreeze(f), Until: f.Spec.Until})
+		blocks = append(blocks, stagecoachv1.GateBlock{Gate: stagecoachv1.GateFreeze, Reason: stagecoachv1.ReasonFrozen, Message: DescribeFreeze(f), Until: f.Spec.Until})
 	}
 	return blocks
 }

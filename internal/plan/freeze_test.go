@@ -61,7 +61,7 @@ func TestFreezeBlocks(t *testing.T) {
 		Spec: stagecoachv1.FreezeSpec{Reason: "quarter end", Until: &until}}})
 	g := NewWithT(t)
 	g.Expect(blocks).To(HaveLen(1))
-	g.Expect(blocks[0].Gate).To(Equal(GateFreeze))
+	g.Expect(blocks[0].Gate).To(Equal(stagecoachv1.GateFreeze))
 	g.Expect(blocks[0].Message).To(Equal("Freeze prod/q4 (quarter end) holds it until 2026-11-30T13:00:00Z"))
 	g.Expect(blocks[0].Until).To(Equal(&until))
 }

@@ -84,7 +84,7 @@ func TestWindowBlock(t *testing.T) {
 				return
 			}
 			g.Expect(b).NotTo(BeNil())
-			g.Expect(b.Gate).To(Equal(GateWindow))
+			g.Expect(b.Gate).To(Equal(stagecoachv1.GateWindow))
 			g.Expect(b.Reason).To(Equal(tc.reason))
 			g.Expect(b.Message).To(ContainSubstring(tc.message))
 			if tc.until.IsZero() {
@@ -147,7 +147,7 @@ func TestApprovalBlock(t *testing.T) {
 				return
 			}
 			g.Expect(b).NotTo(BeNil())
-			g.Expect(b.Gate).To(Equal(GateApprovals))
+			g.Expect(b.Gate).To(Equal(stagecoachv1.GateApprovals))
 			for _, m := range tc.message {
 				g.Expect(b.Message).To(ContainSubstring(m))
 			}
@@ -225,7 +225,7 @@ func TestDependsOnBlocks(t *testing.T) {
 			blocks := DependsOnBlocks(s, others, atLeast)
 			var reasons []string
 			for _, b := range blocks {
-				g.Expect(b.Gate).To(Equal(GateDependsOn))
+				g.Expect(b.Gate).To(Equal(stagecoachv1.GateDependsOn))
 				g.Expect(b.Message).To(ContainSubstring(tc.message))
 				reasons = append(reasons, b.Reason)
 			}

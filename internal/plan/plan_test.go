@@ -224,17 +224,17 @@ func TestAutoPromote(t *testing.T) {
 				p.Spec.Version.Digest = d2
 				return p
 			}()}, wantGates: []string{}},
-		{name: "auto off", candidate: candidate, wantGates: []string{GateAuto}},
+		{name: "auto off", candidate: candidate, wantGates: []string{stagecoachv1.GateAuto}},
 		{name: "still soaking", candidate: &Candidate{Digest: d2, VerifiedAt: &soakStart},
 			spec:      stagecoachv1.StageSpec{Promotion: &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 30 * time.Minute}}},
-			wantGates: []string{GateSoak}},
+			wantGates: []string{stagecoachv1.GateSoak}},
 		{name: "soaked long enough", candidate: candidate, want: true, wantGates: []string{},
 			spec: stagecoachv1.StageSpec{Promotion: &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 30 * time.Minute}}}},
 		{name: "failed before, held, frozen and suspended: every gate is listed", candidate: candidate,
 			spec: stagecoachv1.StageSpec{Promotion: auto, Suspend: true},
 			status: stagecoachv1.StageStatus{FailedDigests: []string{d2}, Conditions: []metav1.Condition{frozen},
 				Hold: &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonPromotionFailed, Message: "held"}},
-			wantGates: []string{GateHistory, GateSuspend, GateFreeze, GateHold}},
+			wantGates: []string{stagecoachv1.GateHistory, stagecoachv1.GateSuspend, stagecoachv1.GateFreeze, stagecoachv1.GateHold}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,7 +75,7 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 				Message: "landed; waiting for the engine to finish checking it again: " + obs.Message}
 		}
 		// Not landed yet: the engine's earlier success says nothing about this version.
-		obs.Reason = "WaitingForReady"
+		obs.Reason = stagecoachv1.ReasonWaitingForReady
 	}
 	if left := st.AppliedAt.Add(deadline).Sub(now); left <= 0 {
 		return Decision{Step: StepFail, Reason: stagecoachv1.ReasonDeadlineExceeded, Message: fmt.Sprintf(
@@ -85,4 +85,17 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 	} else {
 		return Decision{Step: StepWait, Reason: obs.Reason, Message: obs.Message, RequeueAfter: left}
 	}
+}
+
+// DeadlineLeft is how long a running Promotion has left before its progress deadline, counted
+// from when it applied (or started, before it applied); false when it has not started.
+func DeadlineLeft(p *stagecoachv1.Promotion, deadline time.Duration, now time.Time) (time.Duration, bool) {
+	if p == nil || p.Status.StartedAt == nil {
+		return 0, false
+	}
+	since := p.Status.StartedAt.Time
+	if p.Status.AppliedAt != nil {
+		since = p.Status.AppliedAt.Time
+	}
+	return since.Add(deadline).Sub(now), true
 }

@@ -10,9 +10,6 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/cron"
 )
 
-// GateWindow is the blockedBy gate of time windows.
-const GateWindow = "window"
-
 // windowLookahead bounds the search for a window's next opening: a schedule that does not tick
 // within a year (such as 30 February) never opens.
 const windowLookahead = 366 * 24 * time.Hour
@@ -33,7 +30,7 @@ func WindowBlock(windows []stagecoachv1.TimeWindow, now time.Time) *stagecoachv1
 	for i, w := range windows {
 		sched, loc, err := parseWindow(w)
 		if err != nil {
-			return &stagecoachv1.GateBlock{Gate: GateWindow, Reason: "InvalidWindow",
+			return &stagecoachv1.GateBlock{Gate: stagecoachv1.GateWindow, Reason: stagecoachv1.ReasonInvalidWindow,
 				Message: fmt.Sprintf("spec.promotion.windows[%d] cannot be read, so it holds every promotion: %v", i, err)}
 		}
 		local := now.In(loc)
@@ -60,10 +57,10 @@ func WindowBlock(windows []stagecoachv1.TimeWindow, now time.Time) *stagecoachv1
 	switch {
 	case !denyUntil.IsZero():
 		until := metav1.NewTime(denyUntil.UTC())
-		return &stagecoachv1.GateBlock{Gate: GateWindow, Reason: "DenyWindow", Until: &until,
+		return &stagecoachv1.GateBlock{Gate: stagecoachv1.GateWindow, Reason: stagecoachv1.ReasonDenyWindow, Until: &until,
 			Message: "inside the deny window " + denyWhy}
 	case allows > 0 && !allowOpen:
-		b := &stagecoachv1.GateBlock{Gate: GateWindow, Reason: "OutsideAllowWindow",
+		b := &stagecoachv1.GateBlock{Gate: stagecoachv1.GateWindow, Reason: stagecoachv1.ReasonOutsideAllowWindow,
 			Message: "outside every allow window; none opens within a year"}
 		if !allowNext.IsZero() {
 			until := metav1.NewTime(allowNext.UTC())

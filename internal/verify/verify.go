@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/utils/clock"
 
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 )
 
@@ -32,13 +33,13 @@ const (
 // Verdict reasons.
 const (
 	// ReasonSignatureVerified: a signature over this digest verifies with a trusted key.
-	ReasonSignatureVerified = "SignatureVerified"
+	ReasonSignatureVerified = stagecoachv1.ReasonSignatureVerified
 	// ReasonSignatureMissing: neither a bundle referrer nor a .sig tag exists for the digest.
-	ReasonSignatureMissing = "SignatureMissing"
+	ReasonSignatureMissing = stagecoachv1.ReasonSignatureMissing
 	// ReasonSignatureInvalid: signatures exist but none verifies with a trusted key for this digest.
-	ReasonSignatureInvalid = "SignatureInvalid"
+	ReasonSignatureInvalid = stagecoachv1.ReasonSignatureInvalid
 	// ReasonImageNotFound: the digest does not exist in the repository.
-	ReasonImageNotFound = "ImageNotFound"
+	ReasonImageNotFound = stagecoachv1.ReasonImageNotFound
 )
 
 // DefaultNegativeTTL is how long SignatureMissing and SignatureInvalid verdicts are cached, so a

@@ -50,12 +50,12 @@ func TestApprovalsCountWithoutThePromoter(t *testing.T) {
 	g.Expect(env.Client.Create(t.Context(), p)).To(Succeed())
 	stagingApp.deploy(digest(1), false, "Succeeded", "Healthy")
 	eventuallyPhase(t, ns, "staging-v1", stagecoachv1.PhaseSucceeded)
-	eventuallyBlockedBy(t, ns, "prod", plan.GateApprovals, "0 of 1 approvals for "+digest(1), "release-managers")
+	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "0 of 1 approvals for "+digest(1), "release-managers")
 
 	newApproval(t, ns, "by-alice", "prod", digest(1), "alice", "release-managers")
-	eventuallyBlockedBy(t, ns, "prod", plan.GateApprovals, "0 of 1", "alice promoted this version and cannot approve it")
+	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "0 of 1", "alice promoted this version and cannot approve it")
 	newApproval(t, ns, "by-carol", "prod", digest(1), "carol", "developers")
-	eventuallyBlockedBy(t, ns, "prod", plan.GateApprovals, "carol approved without naming one of those groups")
+	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "carol approved without naming one of those groups")
 	g.Consistently(func(g Gomega) {
 		g.Expect(promotionsOf(g, t, ns, "prod")).To(BeEmpty())
 	}, time.Second, interval).Should(Succeed())
@@ -66,7 +66,7 @@ func TestApprovalsCountWithoutThePromoter(t *testing.T) {
 	g.Expect(auto.Spec.RequestedBy).NotTo(BeEmpty(), "automation names the controller's user")
 	prodApp.deploy(digest(1), false, "Succeeded", "Healthy")
 	done := eventuallyPhase(t, ns, auto.Name, stagecoachv1.PhaseSucceeded)
-	g.Expect(done.Status.Gates).To(ContainElement(And(HaveField("Gate", plan.GateApprovals), HaveField("Passed", true))))
+	g.Expect(done.Status.Gates).To(ContainElement(And(HaveField("Gate", stagecoachv1.GateApprovals), HaveField("Passed", true))))
 }
 
 // A person's Promotion waits for the gates too: a deny window and a dependency on another Stage's
@@ -116,8 +116,8 @@ func TestWindowAndDependencyHoldAPersonsPromotion(t *testing.T) {
 	prodApp.deploy(digest(2), false, "Succeeded", "Healthy")
 	done := eventuallyPhase(t, ns, glass.Name, stagecoachv1.PhaseSucceeded)
 	g.Expect(done.Status.Gates).To(ContainElements(
-		And(HaveField("Gate", plan.GateWindow), HaveField("Message", "passed with break-glass")),
-		And(HaveField("Gate", plan.GateDependsOn), HaveField("Passed", true))))
+		And(HaveField("Gate", stagecoachv1.GateWindow), HaveField("Message", "passed with break-glass")),
+		And(HaveField("Gate", stagecoachv1.GateDependsOn), HaveField("Passed", true))))
 	g.Consistently(func(g Gomega) {
 		p := getPromotion(g, t.Context(), ns, "prod-v1")
 		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))

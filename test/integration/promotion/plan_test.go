@@ -44,7 +44,7 @@ func TestPlanExplainsStages(t *testing.T) {
 	g.Expect(explained[0].Name).To(Equal("prod"))
 	g.Expect(explained[0].Candidate).NotTo(BeNil())
 	g.Expect(explained[0].Candidate.Digest).To(Equal(digest(1)))
-	g.Expect(explained[0].Candidate.BlockedBy).To(ContainElement(HaveField("Gate", plan.GateAuto)))
+	g.Expect(explained[0].Candidate.BlockedBy).To(ContainElement(HaveField("Gate", stagecoachv1.GateAuto)))
 	structured.Reset()
 	g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "prod", Output: "yaml"}, &structured, time.Now())).To(Succeed())
 	g.Expect(structured.String()).To(ContainSubstring("gate: auto"))

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
@@ -115,7 +114,7 @@ func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
 	// The registry goes away: the candidate is blocked with the reason, nothing is promoted.
 	reg.server.Close()
 	askToLook(t, ns, "dev")
-	eventuallyBlockedBy(t, ns, "dev", plan.GateSource, "cannot reach registry", reg.repo)
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateSource, "cannot reach registry", reg.repo)
 	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy[0].Reason).To(Equal("RegistryUnreachable"))
 	g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(2))
 }

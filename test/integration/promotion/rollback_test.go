@@ -96,7 +96,7 @@ func TestFollowUpstreamFailRollBackAndHold(t *testing.T) {
 		for _, b := range s.Status.Candidate.BlockedBy {
 			gates = append(gates, b.Gate)
 		}
-		g.Expect(gates).To(ContainElements(plan.GateHistory, plan.GateHold))
+		g.Expect(gates).To(ContainElements(stagecoachv1.GateHistory, stagecoachv1.GateHold))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(promotionsOf(g, t, ns, "prod")).To(HaveLen(3))

@@ -1,0 +1,130 @@
+package v1alpha1
+
+// The one vocabulary of Stagecoach: every condition reason, gate name, gate reason, Promotion
+// phase reason and event reason the controller, the CLI and the engines' notifications use.
+// Tests and users rely on these names; nothing else in the code spells them out.
+
+// Reasons of Stage conditions (Ready, Mediated, Verified, Stalled).
+const (
+	ReasonApplierReady         = "ApplierReady"
+	ReasonApplierCheckFailed   = "ApplierCheckFailed"
+	ReasonApplierUnreadable    = "ApplierUnreadable"
+	ReasonApplierUnlabelled    = "ApplierUnlabelled"
+	ReasonApplierClaimed       = "ApplierClaimed"
+	ReasonApplierMultiSource   = "ApplierMultiSource"
+	ReasonApplierNotOCI        = "ApplierNotOCI"
+	ReasonApplierNotAutomated  = "ApplierNotAutomated"
+	ReasonApplierSuspended     = "ApplierSuspended"
+	ReasonUpstreamUntrusted    = "UpstreamUntrusted"
+	ReasonUpstreamUnreadable   = "UpstreamUnreadable"
+	ReasonNotPublished         = "NotPublished"
+	ReasonDependencyNotReady   = "DependencyNotReady"
+	ReasonKubernetesVersion    = "KubernetesVersion"
+	ReasonConditionNotMet      = "ConditionNotMet"
+	ReasonTemplateStampFailure = "TemplateStampFailure"
+	ReasonDeadlineExceeded     = "DeadlineExceeded"
+	ReasonRolledBack           = "RolledBack"
+	ReasonSuspended            = "Suspended"
+	ReasonNotMediated          = "NotMediated"
+	ReasonMediated             = "Mediated"
+	ReasonVerified             = "Verified"
+)
+
+// Reasons of Frozen, Promoting and of automation holds.
+const (
+	ReasonForeignWrite      = "ForeignWrite"
+	ReasonFrozenByPromotion = "FrozenByPromotion"
+	ReasonUnfrozen          = "Unfrozen"
+	ReasonPromotionFailed   = "PromotionFailed"
+	ReasonRollbackFailed    = "RollbackFailed"
+	ReasonPromoting         = "Promoting"
+	ReasonIdle              = "Idle"
+	ReasonSuperseded        = "Superseded"
+	ReasonCheckFailed       = "CheckFailed"
+)
+
+// Reasons an engine's observation gives for a running Promotion's version.
+const (
+	ReasonLanded              = "Landed"
+	ReasonSyncFailed          = "SyncFailed"
+	ReasonDegraded            = "Degraded"
+	ReasonWaitingForSync      = "WaitingForSync"
+	ReasonWaitingForHealth    = "WaitingForHealth"
+	ReasonWaitingForReconcile = "WaitingForReconcile"
+	ReasonWaitingForReady     = "WaitingForReady"
+	ReasonWaitingForRevision  = "WaitingForRevision"
+	ReasonWaitingForAttempt   = "WaitingForAttempt"
+	ReasonRechecking          = "Rechecking"
+)
+
+// Gates named in status.candidate.blockedBy[].gate and Promotion.status.gates[].gate. Check
+// verdicts are named GateCheckPrefix + the check's name.
+const (
+	GateAuto        = "auto"
+	GateHold        = "hold"
+	GateFreeze      = "freeze"
+	GateSuspend     = "suspend"
+	GateHistory     = "history"
+	GateSource      = "source"
+	GateSoak        = "soak"
+	GateSignature   = "signature"
+	GateWindow      = "window"
+	GateApprovals   = "approvals"
+	GateDependsOn   = "dependsOn"
+	GateCheckPrefix = "check/"
+)
+
+// Reasons of gate blocks.
+const (
+	// automation
+	ReasonManual  = "Manual"
+	ReasonSoaking = "Soaking"
+	ReasonFrozen  = "Frozen"
+	// approvals
+	ReasonAwaitingApproval = "AwaitingApproval"
+	// windows
+	ReasonInvalidWindow      = "InvalidWindow"
+	ReasonDenyWindow         = "DenyWindow"
+	ReasonOutsideAllowWindow = "OutsideAllowWindow"
+	// dependsOn
+	ReasonDependencyMissing           = "DependencyMissing"
+	ReasonDependencyNotVerified       = "DependencyNotVerified"
+	ReasonDependencyVersionUnreadable = "DependencyVersionUnreadable"
+	ReasonDependencyVersionTooOld     = "DependencyVersionTooOld"
+	// sources
+	ReasonSourceNotSupported    = "SourceNotSupported"
+	ReasonRegistryUnreachable   = "RegistryUnreachable"
+	ReasonRegistryUnauthorized  = "RegistryUnauthorized"
+	ReasonRepositoryNotFound    = "RepositoryNotFound"
+	ReasonCredentialsUnreadable = "CredentialsUnreadable"
+	ReasonNoEligibleTag         = "NoEligibleTag"
+	ReasonSourceInvalid         = "SourceInvalid"
+	// signatures (the verifier's verdicts, and why there is none)
+	ReasonSignatureVerified       = "SignatureVerified"
+	ReasonSignatureMissing        = "SignatureMissing"
+	ReasonSignatureInvalid        = "SignatureInvalid"
+	ReasonImageNotFound           = "ImageNotFound"
+	ReasonVerificationUnavailable = "VerificationUnavailable"
+	ReasonKeysUnreadable          = "KeysUnreadable"
+)
+
+// Event reasons of promotion transitions (also sent to Flux and Argo CD notifications). A Stage's
+// Ready changes are events too, with the Ready reason.
+const (
+	EventPromoted        = "Promoted"
+	EventLanded          = "Landed"
+	EventVerified        = "Verified"
+	EventPromotionFailed = "PromotionFailed"
+	EventRolledBack      = "RolledBack"
+	EventFrozen          = "Frozen"
+	EventAdopted         = "Adopted"
+	EventSuperseded      = "Superseded"
+	EventBreakGlass      = "BreakGlass"
+	EventCheckFailed     = "CheckFailed"
+)
+
+// Actions of events (the events.k8s.io action field).
+const (
+	EventActionPromote   = "Promote"
+	EventActionReconcile = "Reconcile"
+)

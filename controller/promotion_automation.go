@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/source"
+)
+
+// automate offers the source's candidate: it creates an automatic Promotion when every gate is
+// open (and returns it), and otherwise says in status.candidate what blocks it.
+func (run *promotionRun) automate(ctx context.Context) (*stagecoachv1.Promotion, error) {
+	stage := run.stage
+	offer, err := run.offer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run.sourceRecheck = offer.Recheck
+	candidate := offer.Newest()
+	if candidate == nil {
+		stage.Status.Candidate = nil
+		if offer.Block != nil {
+			stage.Status.Candidate = &stagecoachv1.CandidateVersion{BlockedBy: []stagecoachv1.GateBlock{*offer.Block}}
+		}
+		return nil, nil
+	}
+	if !plan.IsNew(stage, candidate, run.promotions) {
+		stage.Status.Candidate = nil
+		return nil, nil
+	}
+	_, automation := plan.AutoPromote(stage, candidate, run.promotions, run.now)
+	promote, _, err := run.promoteGates(ctx, candidate.Digest, false)
+	if err != nil {
+		return nil, err
+	}
+	if blocks := plan.CandidateBlocks(automation, promote, run.freezes); len(blocks) > 0 {
+		stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest, BlockedBy: blocks}
+		return nil, nil
+	}
+	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest}
+	p := run.automaticPromotion(candidate)
+	if err := run.r.Create(ctx, p); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil // created before a restart; its own event brings it here
+		}
+		return nil, fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
+	}
+	run.status.track(p)
+	return p, nil
+}
+
+// offer asks the Stage's source what it offers now.
+func (run *promotionRun) offer(ctx context.Context) (source.Offer, error) {
+	src := run.r.sourceFor(run.stage)
+	if src == nil {
+		return source.Offer{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: stagecoachv1.ReasonSourceNotSupported,
+			Message: "this controller does not read record sources (upstreamRecords) yet"}}, nil
+	}
+	return src.Offer(ctx, run.stage, run.now)
+}
+
+// automaticPromotion is the Promotion automation creates for a candidate.
+func (run *promotionRun) automaticPromotion(c *plan.Candidate) *stagecoachv1.Promotion {
+	stage := run.stage
+	p := &stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{
+			// Named by the whole digest: after a restart, creating it again finds the first one,
+			// and two versions never share a name.
+			Name: truncateName(stage.Name, "-"+strings.TrimPrefix(c.Digest, "sha256:")), Namespace: stage.Namespace,
+			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
+			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
+		},
+		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote, RequestedBy: run.r.Identity,
+			Version: c.Version(), Reason: "automatic: the source offers " + versionString(c.Version())},
+	}
+	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
+	return p
+}

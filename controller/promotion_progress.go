@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
+)
+
+// progressRunning says on the Stage which Promotion runs, and moves it one step.
+func (run *promotionRun) progressRunning(ctx context.Context, running *stagecoachv1.Promotion) (time.Duration, error) {
+	run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting,
+		fmt.Sprintf("Promotion %s is applying %s", running.Name, versionString(running.Status.Version)))
+	return run.progress(ctx, running)
+}
+
+// progress moves a running Promotion one step, from what the applier reports (plan.Progress).
+func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion) (time.Duration, error) {
+	stage, version := run.stage, p.Status.Version
+	if version == nil || version.Digest == "" {
+		return 0, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "the Promotion has no version to apply")
+	}
+	obs := run.applier.Observe(run.obj, version.Digest)
+	d := plan.Progress(p, obs, run.now, stage.GetGrace(), stage.GetProgressDeadline())
+	now := metav1.NewTime(run.now)
+	switch d.Step {
+	case plan.StepApply:
+		if applied, err := run.apply(ctx, p); err != nil || !applied {
+			return 0, err
+		}
+		p.Status.AppliedAt = &now
+		p.Status.Message = "applied " + versionString(version) + "; waiting for the engine"
+		run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventPromoted, fmt.Sprintf("Promoted %s to %s", stage.Name, versionString(version)),
+			fmt.Sprintf("Stagecoach promoted %s to %s", stage.Name, versionString(version)))
+		// Look again by the deadline even if the engine never writes.
+		d.RequeueAfter = stage.GetProgressDeadline()
+	case plan.StepLanded:
+		p.Status.LandedAt = &now
+		p.Status.Message = d.Message
+		run.announceLanded(p, d.Message)
+	case plan.StepUnlanded:
+		p.Status.LandedAt = nil
+		p.Status.Message = d.Message
+	case plan.StepWait:
+		p.Status.Message = d.Message
+	case plan.StepVerify:
+		if p.Status.LandedAt == nil {
+			// Without a grace period, landing and verifying are one step.
+			p.Status.LandedAt = &now
+			run.announceLanded(p, d.Message)
+		}
+		return 0, run.verify(ctx, p, d.Message)
+	case plan.StepFail:
+		return 0, run.finishFailed(ctx, p, d.Reason, d.Message)
+	}
+	return d.RequeueAfter, run.status.save(ctx, p)
+}
+
+// verify runs the verification checks of a version that landed and held, then finishes the
+// Promotion as verified, or as failed when a check failed.
+func (run *promotionRun) verify(ctx context.Context, p *stagecoachv1.Promotion, evidence string) error {
+	checks := run.stage.GetVerificationChecks()
+	if len(checks) == 0 {
+		return run.finishVerified(ctx, p, evidence)
+	}
+	results, failed, done := run.runChecks(p, checks, plugincheck.PhasePostApply)
+	if !done {
+		p.Status.Message = evidence + "; running the verification checks (" + checkNames(checks) + ")"
+		return run.status.save(ctx, p)
+	}
+	// Saved before the Promotion finishes: a restart between the two writes must not run them again.
+	p.Status.Gates = append(p.Status.Gates, results...)
+	if err := run.status.save(ctx, p); err != nil {
+		return err
+	}
+	run.r.checks.forget(p, plugincheck.PhasePostApply)
+	if failed != "" {
+		return run.finishFailed(ctx, p, stagecoachv1.ReasonCheckFailed, "landed, but "+failed)
+	}
+	return run.finishVerified(ctx, p, evidence)
+}
+
+func (run *promotionRun) announceLanded(p *stagecoachv1.Promotion, evidence string) {
+	msg := fmt.Sprintf("%s landed in %s: %s", versionString(p.Status.Version), run.stage.Name, evidence)
+	run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventLanded, msg, msg)
+}
+
+// adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
+// was there before Stagecoach, so it is nobody else's write, and the first promote may replace
+// it. The takeover is recorded once (status.adopted, even when the applier holds nothing), on the
+// first reconcile with a usable applier, and saved before the event says so; what someone else
+// writes after that is a foreign write and freezes the Stage.
+func (run *promotionRun) adopt(ctx context.Context) error {
+	stage := run.stage
+	if !plan.NeedsAdoption(stage, run.promotions) {
+		return nil
+	}
+	current := run.applier.Revision(run.obj)
+	stage.Status.Adopted = &stagecoachv1.AdoptedRevision{Revision: current, At: metav1.NewTime(run.now)}
+	stage.Status.LastAppliedDigest = current
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	if current != "" {
+		run.event(stage, corev1.EventTypeNormal, stagecoachv1.EventAdopted, "Stage %s took over %s '%s', which runs %q: the next promote replaces it",
+			stage.Name, run.obj.GetKind(), run.obj.GetName(), current)
+	}
+	return nil
+}
+
+// apply writes the version to the applier once. A value there that Stagecoach did not write
+// (plan.IsForeignWrite) freezes the Stage instead of being overwritten.
+func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
+	stage, digest := run.stage, p.Status.Version.Digest
+	current := run.applier.Revision(run.obj)
+	if plan.IsForeignWrite(stage, run.promotions, current, digest) {
+		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) and promote again",
+			run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
+		run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
+		run.event(stage, corev1.EventTypeWarning, stagecoachv1.EventFrozen, "%s", msg)
+		run.engineEvent(p, corev1.EventTypeWarning, stagecoachv1.EventFrozen, msg)
+		return false, run.status.finish(ctx, p, stagecoachv1.PhaseAborted, "not applied: "+msg)
+	}
+	if current == digest {
+		// Written before a restart: writing again would only wake the engine for nothing.
+		stage.Status.LastAppliedDigest = digest
+		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
+	}
+	orig := run.obj.DeepCopy()
+	if err := run.applier.SetRevision(run.obj, applier.Version{Digest: digest, Tag: p.Status.Version.Tag}, run.now); err != nil {
+		return false, err
+	}
+	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
+	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil {
+		// Not recorded: the applier still holds the value known before, not someone else's.
+		return false, fmt.Errorf("failed to apply %s to %s %q: %w", digest, run.obj.GetKind(), run.obj.GetName(), err)
+	}
+	// Record the write on the Stage before anything else, so it is never taken for someone else's.
+	stage.Status.LastAppliedDigest = digest
+	return true, run.commit(ctx)
+}
+
+// annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
+func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
+	if run.obj == nil {
+		return nil // the applier is gone or unreadable
+	}
+	orig := run.obj.DeepCopy()
+	setPromotionAnnotations(run.obj, p, phase)
+	if equalAnnotations(orig, run.obj) {
+		return nil
+	}
+	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to annotate %s %q: %w", run.obj.GetKind(), run.obj.GetName(), err)
+	}
+	return nil
+}

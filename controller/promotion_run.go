@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+)
+
+// A Promotion's path through one reconcile visits each room once, in order:
+//
+//	promotion_run.go       this loop: gather the Stage's Promotions and Freezes, adopt the applier
+//	promotion_queue.go     which Promotion runs: controls, superseded, the next to start, waiting
+//	promotion_start.go     admission, the gate chain (gates.go gathers its inputs), checks before apply
+//	promotion_progress.go  apply, observe the engine, landed, verification checks
+//	promotion_finish.go    verified, failed, rollback, history
+//	promotion_automation.go  the source's candidate and the automatic Promotion
+//
+// Decisions are made in internal/plan; these files gather inputs and act. Promotion status is
+// written by promotion_status.go, the Stage's by stage_status.go.
+
+// promotionRun carries what one reconcile knows while it moves a Stage's Promotions forward.
+type promotionRun struct {
+	r       *StageReconciler
+	stage   *stagecoachv1.Stage
+	obj     *unstructured.Unstructured
+	applier applier.Applier
+	now     time.Time
+	// commit writes the Stage's status now; used before a Promotion finishes, so that a crash
+	// between the two writes never loses a history entry (the entry is keyed by Promotion).
+	commit func(context.Context) error
+	// status writes Promotions' status.
+	status promotionStatus
+	// promotions are the Stage's Promotions as listed at the start of this reconcile.
+	promotions []stagecoachv1.Promotion
+	// freezes are the Freezes holding the Stage now.
+	freezes []stagecoachv1.Freeze
+	// gateEnds is when a gate holding the next Promotion opens by itself (0 when none will).
+	gateEnds time.Duration
+	// sourceRecheck is when the source (a registry) should be looked at again (0: on events only).
+	sourceRecheck time.Duration
+}
+
+func (r *StageReconciler) newPromotionRun(stage *stagecoachv1.Stage, obj *unstructured.Unstructured, engine applier.Applier, commit func(context.Context) error) *promotionRun {
+	now := r.clock().Now()
+	return &promotionRun{r: r, stage: stage, obj: obj, applier: engine, now: now, commit: commit,
+		status: promotionStatus{c: r.Client, now: now}}
+}
+
+// reconcilePromotions moves the Stage's Promotions one step: queue, start, progress, finish;
+// then lets automation offer the next candidate. It returns when to look again.
+func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration, error) {
+	if err := run.listPromotions(ctx); err != nil {
+		return 0, err
+	}
+	if err := run.loadFreezes(ctx); err != nil {
+		return 0, err
+	}
+	if err := run.adopt(ctx); err != nil {
+		return 0, err
+	}
+	running, next, err := run.queue(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if running == nil && next != nil {
+		started, err := run.start(ctx, next)
+		if err != nil || !started {
+			return run.holdEnds(), err // a Freeze or a gate may hold it: look again when it opens
+		}
+		running = next
+	}
+	if running != nil {
+		return run.progressRunning(ctx, running)
+	}
+	run.setPromotingIdle()
+	created, err := run.automate(ctx)
+	if err != nil || created == nil {
+		// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at again,
+		// and neither does a registry.
+		var blocks []stagecoachv1.GateBlock
+		if c := run.stage.Status.Candidate; c != nil {
+			blocks = c.BlockedBy
+		}
+		return soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
+	}
+	// Nothing else waits: start the new Promotion now rather than on the next event.
+	if started, err := run.start(ctx, created); err != nil || !started {
+		return 0, err
+	}
+	return run.progressRunning(ctx, created)
+}
+
+// listPromotions reads the Stage's Promotions (from the cache, by index).
+func (run *promotionRun) listPromotions(ctx context.Context) error {
+	var list stagecoachv1.PromotionList
+	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
+		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
+		return fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	}
+	run.promotions = list.Items
+	for i := range run.promotions {
+		run.status.track(&run.promotions[i])
+	}
+	// Check runs of Promotions that are gone or ended some other way are of no use any more.
+	unfinished := map[types.UID]bool{}
+	for i := range run.promotions {
+		if !plan.IsFinished(&run.promotions[i]) {
+			unfinished[run.promotions[i].UID] = true
+		}
+	}
+	run.r.checks.retain(client.ObjectKeyFromObject(run.stage), unfinished)
+	return nil
+}
+
+// loadFreezes finds the Freezes that hold the Stage now.
+func (run *promotionRun) loadFreezes(ctx context.Context) error {
+	var list stagecoachv1.FreezeList
+	if err := run.r.List(ctx, &list); err != nil {
+		return fmt.Errorf("failed to list Freezes for Stage %q: %w", run.stage.Name, err)
+	}
+	var nsLabels map[string]string
+	for _, f := range list.Items {
+		if f.Spec.NamespaceSelector != nil {
+			ns := &corev1.Namespace{}
+			if err := run.r.APIReader.Get(ctx, client.ObjectKey{Name: run.stage.Namespace}, ns); err != nil {
+				return fmt.Errorf("failed to read namespace %q for cluster-wide Freezes: %w", run.stage.Namespace, err)
+			}
+			nsLabels = ns.Labels
+			break
+		}
+	}
+	run.freezes = plan.ActiveFreezes(run.stage, nsLabels, list.Items, run.now)
+	return nil
+}
+
+// holdEnds is how long until the first active Freeze or gate with an end opens (0 when none will
+// by itself).
+func (run *promotionRun) holdEnds() time.Duration {
+	return soonest(plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now), run.gateEnds)
+}
+
+// soonest is the smaller of two requeue delays, where 0 means none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}

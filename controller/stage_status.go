@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// stageStatusWriter is the Stage's one status writer: commit stamps what the reconcile handled,
+// patches the status when it changed, and emits an event when Ready changed.
+type stageStatusWriter struct {
+	r      *StageReconciler
+	stage  *stagecoachv1.Stage
+	before *stagecoachv1.Stage
+}
+
+func (w *stageStatusWriter) commit(ctx context.Context) error {
+	stage, before := w.stage, w.before
+	stage.Status.ObservedGeneration = stage.Generation
+	if v, ok := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]; ok {
+		stage.Status.LastHandledReconcileAt = v
+	}
+	if equality.Semantic.DeepEqual(before.Status, stage.Status) {
+		return nil
+	}
+	if err := w.r.Status().Patch(ctx, stage, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to patch the status of Stage %q: %w", stage.Name, err)
+	}
+	w.before = stage.DeepCopy()
+	old := meta.FindStatusCondition(before.Status.Conditions, stagecoachv1.ConditionReady)
+	now := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
+	if now != nil && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
+		eventType := corev1.EventTypeNormal
+		if now.Status != metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		w.r.Events.Eventf(stage, nil, eventType, now.Reason, stagecoachv1.EventActionReconcile, "%s", now.Message)
+	}
+	return nil
+}
+
+// setCondition sets one condition of the Stage for its current generation.
+func setCondition(stage *stagecoachv1.Stage, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: stage.Generation,
+	})
+}

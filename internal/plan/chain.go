@@ -1,0 +1,146 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// GateInputs are the facts the gates decide from. The controller gathers them (objects,
+// signature verdicts, the clock); nothing in a gate reads the cluster, so the reconciler, the
+// CLI and tests run the same chain on the same facts.
+type GateInputs struct {
+	Stage *stagecoachv1.Stage
+	// Digest is the version the gates decide on.
+	Digest string
+	// BreakGlass passes the time windows (as it passes a Freeze).
+	BreakGlass bool
+	Now        time.Time
+	// Signature is the verifier's verdict on Digest; needed when the Stage verifies signatures.
+	Signature *SignatureVerdict
+	// Approvals are the Stage's Approvals (of any digest).
+	Approvals []stagecoachv1.Approval
+	// Promoters asked for Digest by hand, here or upstream: they cannot approve it.
+	Promoters []string
+	// Dependencies are the Stages spec.dependsOn names, by key; a missing key is a missing Stage.
+	Dependencies map[types.NamespacedName]*stagecoachv1.Stage
+	// MatchVersion compares a dependency's version with its constraint.
+	MatchVersion VersionMatcher
+}
+
+// SignatureVerdict is what the verifier said of a digest: Block is nil when a trusted key signed
+// it, and Message says how.
+type SignatureVerdict struct {
+	Block   *stagecoachv1.GateBlock
+	Message string
+}
+
+// Gate is one link of a chain of pure checks.
+type Gate struct {
+	Name string
+	// Asks reports whether the Stage asks for this gate at all (then its inputs are gathered).
+	Asks func(stage *stagecoachv1.Stage) bool
+	// Decide returns the blocks that hold the version (none: it passes) and what a pass says.
+	Decide func(in GateInputs) (blocks []stagecoachv1.GateBlock, passed string)
+}
+
+// PromoteGates is the chain a version passes before it is applied, for automation and for a
+// person's Promotion alike, in this order.
+var PromoteGates = []Gate{
+	{Name: stagecoachv1.GateSignature, Asks: asksSignature, Decide: decideSignature},
+	{Name: stagecoachv1.GateWindow, Asks: asksWindows, Decide: decideWindows},
+	{Name: stagecoachv1.GateApprovals, Asks: asksApprovals, Decide: decideApprovals},
+	{Name: stagecoachv1.GateDependsOn, Asks: asksDependencies, Decide: decideDependencies},
+}
+
+// Asks reports whether the Stage asks for the named gate of PromoteGates.
+func Asks(stage *stagecoachv1.Stage, gate string) bool {
+	for _, g := range PromoteGates {
+		if g.Name == gate {
+			return g.Asks(stage)
+		}
+	}
+	return false
+}
+
+// RunGates runs a chain on the inputs: every block, and one verdict per gate the Stage asks for.
+func RunGates(chain []Gate, in GateInputs) ([]stagecoachv1.GateBlock, []stagecoachv1.GateResult) {
+	var blocks []stagecoachv1.GateBlock
+	var results []stagecoachv1.GateResult
+	for _, g := range chain {
+		if !g.Asks(in.Stage) {
+			continue
+		}
+		held, passed := g.Decide(in)
+		blocks = append(blocks, held...)
+		if len(held) == 0 {
+			results = append(results, stagecoachv1.GateResult{Gate: g.Name, Passed: true, Message: passed})
+			continue
+		}
+		msgs := make([]string, 0, len(held))
+		for _, b := range held {
+			msgs = append(msgs, b.Message)
+		}
+		results = append(results, stagecoachv1.GateResult{Gate: g.Name, Message: strings.Join(msgs, "; ")})
+	}
+	return blocks, results
+}
+
+func asksSignature(stage *stagecoachv1.Stage) bool {
+	src := stage.Spec.Source.Registry
+	return src != nil && src.Verify != nil
+}
+
+func decideSignature(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	if in.Signature == nil {
+		// Never pass a signature nobody checked.
+		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateSignature, Reason: stagecoachv1.ReasonVerificationUnavailable,
+			Message: "the signature of " + in.Digest + " was not checked"}}, ""
+	}
+	if b := in.Signature.Block; b != nil {
+		held := *b
+		held.Gate = stagecoachv1.GateSignature
+		return []stagecoachv1.GateBlock{held}, ""
+	}
+	return nil, in.Signature.Message
+}
+
+func asksWindows(stage *stagecoachv1.Stage) bool {
+	return stage.Spec.Promotion != nil && len(stage.Spec.Promotion.Windows) > 0
+}
+
+func decideWindows(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	if in.BreakGlass {
+		return nil, "passed with break-glass"
+	}
+	return asList(WindowBlock(in.Stage.Spec.Promotion.Windows, in.Now)), "inside the promotion windows"
+}
+
+func asksApprovals(stage *stagecoachv1.Stage) bool {
+	p := stage.Spec.Promotion
+	return p != nil && p.Approvals != nil && p.Approvals.Required > 0
+}
+
+func decideApprovals(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	return asList(ApprovalBlock(in.Stage, in.Digest, in.Approvals, in.Promoters)),
+		fmt.Sprintf("approved by %d", in.Stage.Spec.Promotion.Approvals.Required)
+}
+
+func asksDependencies(stage *stagecoachv1.Stage) bool {
+	return len(stage.Spec.DependsOn) > 0
+}
+
+func decideDependencies(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	return DependsOnBlocks(in.Stage, in.Dependencies, in.MatchVersion), "every dependency is Verified at a matching version"
+}
+
+func asList(b *stagecoachv1.GateBlock) []stagecoachv1.GateBlock {
+	if b == nil {
+		return nil
+	}
+	return []stagecoachv1.GateBlock{*b}
+}

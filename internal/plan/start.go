@@ -1,0 +1,67 @@
+package plan
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// Admission is whether the next waiting Promotion may start, before its gates are asked.
+type Admission struct {
+	// Wait, when set, says why the Promotion waits (a Frozen Stage, a suspended one, a Freeze).
+	Wait string
+	// Fail, when set, ends the Promotion as Failed: there is nothing it could do.
+	Fail string
+	// BreakGlass says what break-glass let the Promotion pass, when it did.
+	BreakGlass string
+	// Version is what the Promotion will apply.
+	Version *stagecoachv1.VersionReference
+	// RunGates: a promote passes the gates and the checks before apply; a rollback returns to what
+	// ran before and passes them.
+	RunGates bool
+	// Resumes: a person promoted, so automation may resume and rollbacks count afresh.
+	Resumes bool
+}
+
+// Admit decides whether a waiting Promotion may start on the Stage, held by the Freezes that hold
+// it now.
+func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stagecoachv1.Freeze) Admission {
+	if frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen); frozen != nil &&
+		frozen.Status == metav1.ConditionTrue && !p.Spec.BreakGlass {
+		return Admission{Wait: "waiting: Stage " + stage.Name + " is frozen (" + frozen.Message + "); an Unfreeze Promotion or break-glass lets it start"}
+	}
+	if stage.Spec.Suspend {
+		return Admission{Wait: "waiting: Stage " + stage.Name + " is suspended"}
+	}
+	var a Admission
+	if len(freezes) > 0 {
+		held := DescribeFreeze(freezes[0])
+		if !p.Spec.BreakGlass {
+			return Admission{Wait: "waiting: " + held + "; a break-glass Promotion may start"}
+		}
+		a.BreakGlass = "started with break-glass although " + held
+	}
+	a.RunGates = p.Spec.Action == stagecoachv1.ActionPromote
+	a.Resumes = a.RunGates && !IsAutomatic(p)
+	a.Version = p.Spec.Version
+	if p.Spec.Action == stagecoachv1.ActionRollback && (a.Version == nil || a.Version.Digest == "") {
+		cur := stage.Status.Current
+		if cur == nil || cur.Digest == "" {
+			return Admission{Fail: "nothing to roll back to: Stage " + stage.Name + " has no verified version"}
+		}
+		a.Version = &stagecoachv1.VersionReference{Digest: cur.Digest, Tag: cur.Version}
+	}
+	return a
+}
+
+// WaitingForGates is the waiting message of a Promotion that its gates hold.
+func WaitingForGates(blocks []stagecoachv1.GateBlock) string {
+	msgs := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		msgs = append(msgs, b.Gate+": "+b.Message)
+	}
+	return "waiting: " + strings.Join(msgs, "; ")
+}

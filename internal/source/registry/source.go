@@ -1,0 +1,184 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/semver"
+	"github.com/stagecoach-dev/stagecoach/internal/source"
+)
+
+// Source offers Stages the newest eligible tags of their registry source. It lists a registry
+// when the interval has passed, the Stage's spec changed, or a person asked with
+// stagecoach.dev/requested-at; in between it answers from the last listing. Listings are kept in
+// memory: a restart only means one listing more.
+type Source struct {
+	Lister *Lister
+	// Secrets reads the Stages' credential Secrets (live: the controller does not cache Secrets).
+	Secrets client.Reader
+
+	mu       sync.Mutex
+	listings map[types.NamespacedName]listing
+}
+
+var _ source.Source = (*Source)(nil)
+
+type listing struct {
+	at          time.Time
+	generation  int64
+	requestedAt string
+	result      Result
+	block       *stagecoachv1.GateBlock
+}
+
+// Offer lists the Stage's registry when due and offers the eligible tags newer than what the
+// Stage runs, newest first.
+func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (source.Offer, error) {
+	src := stage.Spec.Source.Registry
+	interval := stage.GetRegistryInterval()
+	key := client.ObjectKeyFromObject(stage)
+	requestedAt := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]
+	l, ok := s.get(key)
+	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(interval)) {
+		l = listing{at: now, generation: stage.Generation, requestedAt: requestedAt}
+		var err error
+		if l.result, l.block, err = s.list(ctx, stage); err != nil {
+			return source.Offer{}, err
+		}
+		s.put(key, l)
+	}
+	offer := source.Offer{Recheck: l.at.Add(interval).Sub(now), Block: l.block}
+	if l.block != nil {
+		return offer, nil
+	}
+	if len(l.result.Candidates) == 0 {
+		offer.Block = &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: stagecoachv1.ReasonNoEligibleTag,
+			Message: fmt.Sprintf("no tag of %s %s (%d tags looked at)", src.Repository, describeSelection(src), l.result.Skipped)}
+		return offer, nil
+	}
+	// Never backwards: a newer tag deleted (or moved back) must not take the Stage to an older
+	// version, so the offer ends at the first candidate that is not newer than what runs.
+	for _, c := range l.result.Candidates {
+		if !NewerThanCurrent(stage.Status.Current, c) {
+			break
+		}
+		offer.Candidates = append(offer.Candidates, plan.Candidate{Digest: c.Digest, Tag: c.Tag})
+	}
+	return offer, nil
+}
+
+func (s *Source) get(key types.NamespacedName) (listing, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.listings[key]
+	return l, ok
+}
+
+func (s *Source) put(key types.NamespacedName, l listing) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listings == nil {
+		s.listings = map[types.NamespacedName]listing{}
+	}
+	s.listings[key] = l
+}
+
+// NewerThanCurrent reports whether a candidate moves the Stage forward: it is not what runs, nor
+// an older semantic version than it.
+func NewerThanCurrent(current *stagecoachv1.CurrentVersion, c Candidate) bool {
+	if current == nil || current.Digest == "" {
+		return true
+	}
+	if current.Digest == c.Digest {
+		return false
+	}
+	if c.Version == nil {
+		return true
+	}
+	running, err := semver.Parse(current.Version)
+	return err != nil || c.Version.Compare(running) > 0
+}
+
+func describeSelection(src *stagecoachv1.RegistrySource) string {
+	switch {
+	case src.Semver != "":
+		return fmt.Sprintf("meets semver %q", src.Semver)
+	case src.Pattern != "":
+		return fmt.Sprintf("matches pattern %q", src.Pattern)
+	}
+	return "exists"
+}
+
+// list lists the repository with the Stage's credentials. What a person must fix (or what fixes
+// itself, like a registry that is down) is a block on the candidate, not an error.
+func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage) (Result, *stagecoachv1.GateBlock, error) {
+	src := stage.Spec.Source.Registry
+	keychain, block, err := Keychain(ctx, s.Secrets, stage, src.SecretRef)
+	if err != nil || block != nil {
+		return Result{}, block, err
+	}
+	res, err := s.Lister.List(ctx, Request{Repository: src.Repository, Semver: src.Semver, Pattern: src.Pattern,
+		Insecure: src.Insecure, Keychain: keychain})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return Result{}, nil, err
+		}
+		return Result{}, &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: reasonOf(err), Message: err.Error()}, nil
+	}
+	return res, nil, nil
+}
+
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, ociclient.ErrUnauthorized):
+		return stagecoachv1.ReasonRegistryUnauthorized
+	case errors.Is(err, ociclient.ErrNotFound):
+		return stagecoachv1.ReasonRepositoryNotFound
+	case errors.Is(err, ociclient.ErrUnreachable):
+		return stagecoachv1.ReasonRegistryUnreachable
+	}
+	return stagecoachv1.ReasonSourceInvalid
+}
+
+// Keychain reads a docker-config Secret of the Stage's namespace. A Secret a person must create
+// or fix is a source block (CredentialsUnreadable), not an error; nil ref means anonymous.
+func Keychain(ctx context.Context, secrets client.Reader, stage *stagecoachv1.Stage, ref *stagecoachv1.LocalObjectReference) (authn.Keychain, *stagecoachv1.GateBlock, error) {
+	if ref == nil {
+		return nil, nil, nil
+	}
+	block := func(format string, args ...any) (authn.Keychain, *stagecoachv1.GateBlock, error) {
+		return nil, &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: stagecoachv1.ReasonCredentialsUnreadable,
+			Message: fmt.Sprintf(format, args...)}, nil
+	}
+	secret := &corev1.Secret{}
+	if err := secrets.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return block("Secret '%s/%s' with the registry credentials cannot be read (%v): create it or fix secretRef", stage.Namespace, ref.Name, err)
+		}
+		return nil, nil, fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
+	}
+	data, ok := secret.Data[corev1.DockerConfigJsonKey]
+	if !ok {
+		data, ok = secret.Data["config.json"]
+	}
+	if !ok {
+		return block("Secret '%s/%s' has no %s key: create it with kubectl create secret docker-registry", stage.Namespace, ref.Name, corev1.DockerConfigJsonKey)
+	}
+	keychain, err := KeychainFromDockerConfig(data)
+	if err != nil {
+		return block("Secret '%s/%s' does not hold a docker config: %v", stage.Namespace, ref.Name, err)
+	}
+	return keychain, nil, nil
+}
