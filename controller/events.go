@@ -81,4 +81,3 @@ func truncateName(base, suffix string) string {
 	}
 	return base + suffix
 }
-

@@ -53,7 +53,7 @@ type StageReconciler struct {
 	verdicts       *verify.Cache
 	registrySource *registry.Source
 	watcher        *applierWatcher
-	hookEvents chan event.GenericEvent
+	hookEvents     chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
@@ -343,4 +343,3 @@ func oldestStage(stages []stagecoachv1.Stage) string {
 	})
 	return live[0].Name
 }
-
