@@ -54,13 +54,13 @@ func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagec
 		client.MatchingFields{approvalStageIndexKey: stage.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list the Approvals of Stage %q: %w", stage.Name, err)
 	}
-	promoters := plan.Promoters(digest, run.promotions)
+	promoters := plan.Promoters(digest, run.promotions, run.r.Identity)
 	if up, ok := stage.UpstreamKey(); ok {
 		var upstream stagecoachv1.PromotionList
 		if err := run.r.List(ctx, &upstream, client.InNamespace(up.Namespace), client.MatchingFields{promotionStageIndexKey: up.Name}); err != nil {
 			return nil, nil, fmt.Errorf("failed to list the Promotions of upstream Stage %s: %w", up, err)
 		}
-		promoters = append(promoters, plan.Promoters(digest, upstream.Items)...)
+		promoters = append(promoters, plan.Promoters(digest, upstream.Items, run.r.Identity)...)
 	}
 	return approvals.Items, promoters, nil
 }

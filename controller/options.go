@@ -33,6 +33,8 @@ type Options struct {
 	ApplierRetryInterval time.Duration
 	// CheckPluginDir holds the check plugin binaries Stages name (spec...checks[].plugin.name).
 	CheckPluginDir string
+	// ClusterFreezeNamespace is the namespace whose Freezes may select other namespaces.
+	ClusterFreezeNamespace string
 
 	// Not flags: hooks for tests that run several managers in one process, or count what the
 	// controller writes.
@@ -52,6 +54,7 @@ func DefaultOptions() Options {
 		LeaderElectionID:       "stagecoach-controller.stagecoach.dev",
 		ApplierRetryInterval:   30 * time.Second,
 		CheckPluginDir:         "/var/run/stagecoach/plugins",
+		ClusterFreezeNamespace: "stagecoach-system",
 	}
 }
 
@@ -66,6 +69,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Elect a leader so that only one of several replicas acts (use with more than one replica).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringVar(&o.ClusterFreezeNamespace, "cluster-freeze-namespace", o.ClusterFreezeNamespace,
+		"The only namespace whose Freezes may hold Stages of other namespaces (spec.namespaceSelector); the controller's own by default.")
 	fs.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", o.WatchNamespaces,
 		"Comma-separated namespaces whose Stages (and appliers) the controller watches; empty watches all.")
 	fs.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,

@@ -129,7 +129,7 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 	}
 	var nsLabels map[string]string
 	for _, f := range list.Items {
-		if f.Spec.NamespaceSelector != nil {
+		if f.Spec.NamespaceSelector != nil && f.Namespace == run.r.ClusterFreezeNamespace {
 			ns := &corev1.Namespace{}
 			if err := run.r.APIReader.Get(ctx, client.ObjectKey{Name: run.stage.Namespace}, ns); err != nil {
 				return fmt.Errorf("failed to read namespace %q for cluster-wide Freezes: %w", run.stage.Namespace, err)
@@ -138,7 +138,7 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 			break
 		}
 	}
-	run.freezes = plan.ActiveFreezes(run.stage, nsLabels, list.Items, run.now)
+	run.freezes = plan.ActiveFreezes(run.stage, nsLabels, list.Items, run.r.ClusterFreezeNamespace, run.now)
 	return nil
 }
 

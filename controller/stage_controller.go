@@ -46,6 +46,10 @@ type StageReconciler struct {
 	// Registry lists the tags of registry sources.
 	Registry *registry.Lister
 
+	// ClusterFreezeNamespace is the one namespace whose Freezes may hold Stages of other
+	// namespaces (spec.namespaceSelector).
+	ClusterFreezeNamespace string
+
 	// CheckPluginDir holds the check plugins Stages name.
 	CheckPluginDir string
 

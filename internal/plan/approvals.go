@@ -59,12 +59,14 @@ func appendOnce(list []string, s string) []string {
 	return append(list, s)
 }
 
-// Promoters returns who asked for promotions of digest by hand (automation asks for no one).
-func Promoters(digest string, promotions []stagecoachv1.Promotion) []string {
+// Promoters returns who asked for promotions of digest, leaving out the controller (automation
+// asks for no one). Who asked is spec.requestedBy, which admission makes the creator; never a
+// label, which anyone who can create a Promotion could set.
+func Promoters(digest string, promotions []stagecoachv1.Promotion, controller string) []string {
 	var names []string
 	for _, p := range promotions {
 		if p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == digest &&
-			!IsAutomatic(&p) && p.Spec.RequestedBy != "" {
+			p.Spec.RequestedBy != controller && p.Spec.RequestedBy != "" {
 			names = appendOnce(names, p.Spec.RequestedBy)
 		}
 	}

@@ -11,10 +11,11 @@ import (
 )
 
 // ActiveFreezes returns the Freezes holding the Stage now: in the Stage's namespace (or, with a
-// namespaceSelector, in every namespace it selects), selecting the Stage's labels (all Stages
-// when the selector is empty), and not past their until. A selector that does not parse holds
-// the Stage too: a broken Freeze must not let a release through.
-func ActiveFreezes(stage *stagecoachv1.Stage, namespaceLabels map[string]string, freezes []stagecoachv1.Freeze, now time.Time) []stagecoachv1.Freeze {
+// namespaceSelector, in every namespace it selects, but only from clusterNamespace: anyone who
+// may create Freezes in their own namespace must not freeze everyone else's), selecting the
+// Stage's labels (all Stages when the selector is empty), and not past their until. A selector
+// that does not parse holds the Stage too: a broken Freeze must not let a release through.
+func ActiveFreezes(stage *stagecoachv1.Stage, namespaceLabels map[string]string, freezes []stagecoachv1.Freeze, clusterNamespace string, now time.Time) []stagecoachv1.Freeze {
 	var active []stagecoachv1.Freeze
 	for _, f := range freezes {
 		if f.DeletionTimestamp != nil || (f.Spec.Until != nil && !now.Before(f.Spec.Until.Time)) {
@@ -24,7 +25,7 @@ func ActiveFreezes(stage *stagecoachv1.Stage, namespaceLabels map[string]string,
 			if f.Namespace != stage.Namespace {
 				continue
 			}
-		} else if !selects(f.Spec.NamespaceSelector, namespaceLabels) {
+		} else if f.Namespace != clusterNamespace || !selects(f.Spec.NamespaceSelector, namespaceLabels) {
 			continue
 		}
 		if selects(f.Spec.Selector, stage.Labels) {

@@ -35,6 +35,8 @@ func TestActiveFreezes(t *testing.T) {
 			want: []string{"prod-envs"}},
 		{name: "empty namespaceSelector: every namespace", freezes: []stagecoachv1.Freeze{
 			freeze("platform", "everything", stagecoachv1.FreezeSpec{NamespaceSelector: &metav1.LabelSelector{}})}, want: []string{"everything"}},
+		{name: "cluster-wide from another namespace than the controller's is ignored", freezes: []stagecoachv1.Freeze{
+			freeze("team-b", "everything", stagecoachv1.FreezeSpec{NamespaceSelector: &metav1.LabelSelector{}})}},
 		{name: "ended", freezes: []stagecoachv1.Freeze{freeze("prod", "old", stagecoachv1.FreezeSpec{Until: &earlier})}},
 		{name: "not ended yet", freezes: []stagecoachv1.Freeze{freeze("prod", "soon", stagecoachv1.FreezeSpec{Until: &later})}, want: []string{"soon"}},
 		{name: "a broken selector holds", freezes: []stagecoachv1.Freeze{freeze("prod", "broken", stagecoachv1.FreezeSpec{
@@ -44,7 +46,7 @@ func TestActiveFreezes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "payments", Labels: map[string]string{"tier": "payments"}}}
 			got := []string{}
-			for _, f := range ActiveFreezes(stage, tc.nsLabels, tc.freezes, t0) {
+			for _, f := range ActiveFreezes(stage, tc.nsLabels, tc.freezes, "platform", t0) {
 				got = append(got, f.Name)
 			}
 			if tc.want == nil {

@@ -166,7 +166,12 @@ func TestPromoters(t *testing.T) {
 	otherDigest.Spec.Version.Digest = d2
 	rollback := promo("d", 3, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionRollback, false)
 	rollback.Spec.RequestedBy = "carol"
-	g.Expect(Promoters(d1, []stagecoachv1.Promotion{byHand, auto, otherDigest, rollback, byHand})).To(Equal([]string{"alice"}))
+	controller := "system:serviceaccount:stagecoach-system:stagecoach-controller"
+	g.Expect(Promoters(d1, []stagecoachv1.Promotion{byHand, auto, otherDigest, rollback, byHand}, controller)).To(Equal([]string{"alice"}))
+	// A label does not make a person's Promotion automation's.
+	labelled := promo("e", 4, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, true)
+	labelled.Spec.RequestedBy = "mallory"
+	g.Expect(Promoters(d1, []stagecoachv1.Promotion{labelled, auto}, controller)).To(Equal([]string{"mallory"}))
 }
 
 func TestDependsOnBlocks(t *testing.T) {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,7 +38,9 @@ func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stage
 		return Admission{Wait: "waiting: Stage " + stage.Name + " is suspended"}
 	}
 	var a Admission
-	if len(freezes) > 0 {
+	rollback := p.Spec.Action == stagecoachv1.ActionRollback
+	if len(freezes) > 0 && !rollback {
+		// A rollback returns to what was verified: a Freeze that holds changes does not hold it.
 		held := DescribeFreeze(freezes[0])
 		if !p.Spec.BreakGlass {
 			return Admission{Wait: "waiting: " + held + "; a break-glass Promotion may start"}
@@ -47,14 +50,34 @@ func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stage
 	a.RunGates = p.Spec.Action == stagecoachv1.ActionPromote
 	a.Resumes = a.RunGates && !IsAutomatic(p)
 	a.Version = p.Spec.Version
-	if p.Spec.Action == stagecoachv1.ActionRollback && (a.Version == nil || a.Version.Digest == "") {
+	if rollback && (a.Version == nil || a.Version.Digest == "") {
 		cur := stage.Status.Current
 		if cur == nil || cur.Digest == "" {
 			return Admission{Fail: "nothing to roll back to: Stage " + stage.Name + " has no verified version"}
 		}
 		a.Version = &stagecoachv1.VersionReference{Digest: cur.Digest, Tag: cur.Version}
 	}
+	if rollback && !WasVerified(stage, a.Version.Digest) {
+		// A rollback passes the gates only because it returns to what was verified here.
+		return Admission{Fail: fmt.Sprintf("not rolled back: %s was never verified in Stage %s; a Rollback returns only to the "+
+			"last verified version or a verified entry of status.history. Promote it instead (stagecoach promote), and it passes the gates",
+			a.Version.Digest, stage.Name)}
+	}
 	return a
+}
+
+// WasVerified reports whether the Stage ran digest verified: its current version, or a
+// Succeeded entry of its history.
+func WasVerified(stage *stagecoachv1.Stage, digest string) bool {
+	if cur := stage.Status.Current; cur != nil && cur.Digest == digest {
+		return true
+	}
+	for _, h := range stage.Status.History {
+		if h.Digest == digest && h.Phase == stagecoachv1.PhaseSucceeded {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitingForGates is the waiting message of a Promotion that its gates hold.

@@ -62,6 +62,11 @@ func TestApprovalPromotionAndBreakGlassGuards(t *testing.T) {
 		{name: "alice asks for break-glass", who: alice, obj: promotion("glass-alice", "alice", true),
 			wantErr: "Promotion glass-alice asks for break-glass, which only members of the stagecoach:break-glass group may use (alice is not one)"},
 		{name: "a break-glass member asks for it", who: bob, obj: promotion("glass-bob", "bob", true)},
+		{name: "alice labels her Promotion automatic", who: alice, obj: func() client.Object {
+			p := promotion("fake-auto", "alice", false)
+			p.Labels = map[string]string{stagecoachv1.AutomaticLabel: "true"}
+			return p
+		}(), wantErr: "Promotion fake-auto carries the label stagecoach.dev/automatic, which only the Stagecoach controller sets: remove it"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -193,6 +193,7 @@ func eventuallyCondition(t *testing.T, ns, name, condType string, status metav1.
 		g.Expect(c.Reason).To(Equal(reason), c.Message)
 		g.Expect(c.Message).To(ContainSubstring(msg))
 		g.Expect(c.ObservedGeneration).To(Equal(s.Generation))
+		g.Expect(testenv.StageConforms(s)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
 	return s
 }

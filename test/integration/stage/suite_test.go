@@ -90,17 +90,6 @@ func eventuallyReady(t *testing.T, ns, name string, status metav1.ConditionStatu
 		g.Expect(ready.ObservedGeneration).To(Equal(stage.Generation))
 		g.Expect(stage.Status.ObservedGeneration).To(Equal(stage.Generation))
 	}, timeout, interval).Should(Succeed())
-	expectOneConditionPerType(t, stage)
+	g.Expect(testenv.StageConforms(stage)).To(Succeed())
 	return stage
-}
-
-func expectOneConditionPerType(t *testing.T, stage *stagecoachv1.Stage) {
-	t.Helper()
-	seen := map[string]int{}
-	for _, c := range stage.Status.Conditions {
-		seen[c.Type]++
-	}
-	for condType, n := range seen {
-		NewWithT(t).Expect(n).To(Equal(1), "condition %s appears %d times", condType, n)
-	}
 }
