@@ -25,7 +25,13 @@ func (run *promotionRun) finishVerified(ctx context.Context, p *stagecoachv1.Pro
 	stage.Status.Current = &stagecoachv1.CurrentVersion{Version: v.Tag, Digest: v.Digest, PromotedAt: p.Status.AppliedAt,
 		VerifiedAt: &now, Promotion: p.Name}
 	plan.AddHistory(&stage.Status, run.historyEntry(p, stagecoachv1.PhaseSucceeded))
-	run.setStageCondition(stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, fmt.Sprintf("%s verified: %s", versionString(v), evidence))
+	if failed := p.Annotations[stagecoachv1.RollbackOfAnnotation]; failed != "" {
+		// Until the next verified promote, Verified says that what runs was restored, and from what.
+		run.setStageCondition(stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonRolledBack,
+			fmt.Sprintf("rolled back: Promotion %s failed, and %s was restored and verified: %s", failed, versionString(v), evidence))
+	} else {
+		run.setStageCondition(stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, fmt.Sprintf("%s verified: %s", versionString(v), evidence))
+	}
 	run.setPromotingIdle()
 	if err := run.commit(ctx); err != nil {
 		return err

@@ -28,6 +28,14 @@ func (run *promotionRun) queue(ctx context.Context) (running, next *stagecoachv1
 		}
 		run.event(p, corev1.EventTypeNormal, stagecoachv1.EventSuperseded, "Promotion %s was superseded by a newer automatic one", p.Name)
 	}
+	// Those whose turn has not come say so (written only when the message changes).
+	for _, p := range q.Waiting {
+		if msg := q.QueuedMessage(p); msg != "" {
+			if err := run.status.markWaiting(ctx, p, msg); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
 	return q.Running, q.Next, nil
 }
 

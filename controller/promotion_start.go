@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
@@ -56,8 +59,12 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 	message := "started"
 	if admission.BreakGlass != "" {
 		message = admission.BreakGlass
-		// Said once, when it starts (not while other gates still hold it).
+		// Said once, when it starts (not while other gates still hold it), and kept on the
+		// Promotion for good: the message moves on, the condition stays.
 		run.event(stage, corev1.EventTypeWarning, stagecoachv1.EventBreakGlass, "Promotion %s %s", p.Name, admission.BreakGlass)
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: stagecoachv1.PromotionConditionBreakGlass,
+			Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonPassedByBreakGlass, ObservedGeneration: p.Generation,
+			Message: fmt.Sprintf("%s %s (reason: %s)", p.Spec.RequestedBy, admission.BreakGlass, p.Spec.Reason)})
 	}
 	return true, run.status.markRunning(ctx, p, admission.Version, gates, message)
 }

@@ -307,6 +307,13 @@ func TestStartStep(t *testing.T) {
 			if tc.wantEvent != "" {
 				g.Expect(env.eventReasons()).To(ContainElement(ContainSubstring(tc.wantEvent)))
 			}
+			if p.Spec.BreakGlass && tc.wantStarted {
+				// Kept on the Promotion for good, whatever its message says later.
+				c := meta.FindStatusCondition(got.Status.Conditions, stagecoachv1.PromotionConditionBreakGlass)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Reason).To(Equal(stagecoachv1.ReasonPassedByBreakGlass))
+				g.Expect(c.Message).To(ContainSubstring("alice started with break-glass although Freeze prod/holidays"))
+			}
 			g.Expect(env.targetRevision(t)).To(BeEmpty(), "starting never applies")
 		})
 	}
@@ -397,4 +404,28 @@ func TestProgressStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Promotions behind the running one say so, with their place, and are written once.
+func TestQueueStepSaysWhatWaits(t *testing.T) {
+	g := NewWithT(t)
+	appliedAt := stepNow.Add(-time.Minute)
+	env := newStepEnv(t, stepFixture{stage: stepStage(nil), appRevision: digestV2, promotions: []*stagecoachv1.Promotion{
+		stepPromotion("running", stagecoachv1.ActionPromote, digestV2, running(&appliedAt, nil)),
+		stepPromotion("next", stagecoachv1.ActionPromote, digestV1, func(p *stagecoachv1.Promotion) { p.CreationTimestamp = metav1.NewTime(stepNow) }),
+	}})
+	run, next, err := env.run.queue(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(run.Name).To(Equal("running"))
+	g.Expect(next.Name).To(Equal("next"))
+	got := env.promotion(t, "next")
+	g.Expect(got.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+	g.Expect(got.Status.Message).To(Equal("queued: Promotion running runs on Stage payments; this is 1 of 1 waiting"))
+	rv := got.ResourceVersion
+	// Nothing changed: nothing is written.
+	env2 := newStepEnv(t, stepFixture{stage: stepStage(nil), appRevision: digestV2, promotions: []*stagecoachv1.Promotion{
+		stepPromotion("running", stagecoachv1.ActionPromote, digestV2, running(&appliedAt, nil)), got}})
+	_, _, err = env2.run.queue(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env2.promotion(t, "next").ResourceVersion).To(Equal(rv))
 }

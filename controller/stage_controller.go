@@ -196,7 +196,8 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	}
 	if v.stalled {
 		setCondition(stage, stagecoachv1.ConditionStalled, metav1.ConditionTrue, v.reason, v.message)
-	} else {
+	} else if c := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionStalled); c != nil && c.Reason != stagecoachv1.ReasonHeld {
+		// A hold's Stalled is the status writer's (summarizeHold).
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
 	}
 }

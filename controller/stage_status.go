@@ -25,6 +25,7 @@ type stageStatusWriter struct {
 func (w *stageStatusWriter) commit(ctx context.Context) error {
 	stage, before := w.stage, w.before
 	stage.Status.ObservedGeneration = stage.Generation
+	summarizeHold(stage)
 	if v, ok := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]; ok {
 		stage.Status.LastHandledReconcileAt = v
 	}
@@ -55,4 +56,19 @@ func setCondition(stage *stagecoachv1.Stage, condType string, status metav1.Cond
 	meta.SetStatusCondition(&stage.Status.Conditions, metav1.Condition{
 		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: stage.Generation,
 	})
+}
+
+// summarizeHold keeps Stalled=True (reason Held) while automation holds after a failure, so that
+// kstatus and people see a Stage that will not move by itself; a Stalled the applier check set
+// (a spec a person must fix) comes first.
+func summarizeHold(stage *stagecoachv1.Stage) {
+	stalled := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionStalled)
+	if stalled != nil && stalled.Reason != stagecoachv1.ReasonHeld {
+		return
+	}
+	if h := stage.Status.Hold; h != nil {
+		setCondition(stage, stagecoachv1.ConditionStalled, metav1.ConditionTrue, stagecoachv1.ReasonHeld, h.Message)
+		return
+	}
+	meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
 }

@@ -16,6 +16,13 @@ const (
 	ConditionStalled = "Stalled"
 )
 
+// Condition types of a Promotion.
+const (
+	// PromotionConditionBreakGlass is True, for good, on a Promotion that passed a Freeze or the
+	// time windows by break-glass: who asked, why, and what it passed.
+	PromotionConditionBreakGlass = "BreakGlass"
+)
+
 // Labels and annotations Stagecoach puts on the objects it creates and on appliers.
 const (
 	// PromotionStageLabel on a Promotion names its Stage, for selection.

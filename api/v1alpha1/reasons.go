@@ -41,6 +41,10 @@ const (
 	ReasonIdle              = "Idle"
 	ReasonSuperseded        = "Superseded"
 	ReasonCheckFailed       = "CheckFailed"
+	// ReasonHeld: Stalled while automation holds after a failure, until a person promotes.
+	ReasonHeld = "Held"
+	// ReasonPassedByBreakGlass: a Promotion's BreakGlass condition.
+	ReasonPassedByBreakGlass = "PassedByBreakGlass"
 )
 
 // Reasons an engine's observation gives for a running Promotion's version.

@@ -259,3 +259,32 @@ func TestBlocksEnd(t *testing.T) {
 	g.Expect(BlocksEnd([]stagecoachv1.GateBlock{{Gate: "hold"}, {Gate: "soak", Until: in(20 * time.Minute)}, {Gate: "freeze", Until: in(5 * time.Minute)},
 		{Gate: "old", Until: in(-time.Minute)}}, t0)).To(Equal(5 * time.Minute))
 }
+
+func TestQueuedMessage(t *testing.T) {
+	stageOf := func(p stagecoachv1.Promotion) stagecoachv1.Promotion { p.Spec.Stage = "prod"; return p }
+	running := stageOf(promo("running", 0, stagecoachv1.PhaseRunning, stagecoachv1.ActionPromote, false))
+	first := stageOf(promo("first", 1, "", stagecoachv1.ActionPromote, false))
+	second := stageOf(promo("second", 2, stagecoachv1.PhasePending, stagecoachv1.ActionPromote, false))
+	for _, tc := range []struct {
+		name       string
+		promotions []stagecoachv1.Promotion
+		want       map[string]string
+	}{
+		{name: "behind a running one, each with its place", promotions: []stagecoachv1.Promotion{running, first, second}, want: map[string]string{
+			"first":  "queued: Promotion running runs on Stage prod; this is 1 of 2 waiting",
+			"second": "queued: Promotion running runs on Stage prod; this is 2 of 2 waiting"}},
+		{name: "nothing runs: the first's turn has come, the next waits for it", promotions: []stagecoachv1.Promotion{first, second}, want: map[string]string{
+			"first":  "",
+			"second": "queued: Promotion first starts first on Stage prod; this is 2 of 2 waiting"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			q := Queue(tc.promotions)
+			got := map[string]string{}
+			for _, p := range q.Waiting {
+				got[p.Name] = q.QueuedMessage(p)
+			}
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -27,6 +28,8 @@ type Queued struct {
 	Running *stagecoachv1.Promotion
 	// Next is the waiting Promotion to start when none runs.
 	Next *stagecoachv1.Promotion
+	// Waiting are the waiting Promotions in the order they will start (Next first).
+	Waiting []*stagecoachv1.Promotion
 	// Superseded are waiting automatic Promotions that a newer automatic one replaces.
 	Superseded []*stagecoachv1.Promotion
 	// Controls are waiting Freeze and Unfreeze Promotions: they apply no version, so they act at
@@ -72,6 +75,7 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 			q.Superseded = append(q.Superseded, p)
 			continue
 		}
+		q.Waiting = append(q.Waiting, p)
 		if q.Next == nil {
 			q.Next = p
 		}
@@ -103,4 +107,28 @@ func before(a, b *stagecoachv1.Promotion) bool {
 		return ta.Before(tb)
 	}
 	return a.Name < b.Name
+}
+
+// QueuedMessage says why a waiting Promotion has not started although its turn may come: what
+// runs or starts before it, and its place in the queue. Empty for the Promotion whose turn it is
+// (its own start says why it waits, if it does).
+func (q Queued) QueuedMessage(p *stagecoachv1.Promotion) string {
+	ahead := q.Running
+	for i, w := range q.Waiting {
+		if w != p {
+			continue
+		}
+		if i == 0 && q.Running == nil {
+			return ""
+		}
+		if i > 0 && ahead == nil {
+			ahead = q.Waiting[0]
+		}
+		verb := "runs"
+		if q.Running == nil {
+			verb = "starts first"
+		}
+		return fmt.Sprintf("queued: Promotion %s %s on Stage %s; this is %d of %d waiting", ahead.Name, verb, p.Spec.Stage, i+1, len(q.Waiting))
+	}
+	return ""
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +74,53 @@ func TestApprovalPromotionAndBreakGlassGuards(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			err := tc.who.Create(t.Context(), tc.obj)
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+// A Freeze that selects namespaces may live only in the controller's namespace: anyone who may
+// create Freezes in their own namespace must not freeze everyone else's Stages.
+func TestFreezeGuard(t *testing.T) {
+	g := NewWithT(t)
+	grantEveryone(t, "stagecoach-freezer", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"freezes"},
+		Verbs: []string{"get", "list", "create"}})
+	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "approval-guard.yaml"))
+	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "stagecoach-system"}}
+	if err := env.Client.Create(t.Context(), system); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	alice := as(t, "alice")
+	freeze := func(namespace, name string, everywhere bool) *stagecoachv1.Freeze {
+		f := &stagecoachv1.Freeze{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: stagecoachv1.FreezeSpec{Reason: "quarter end"}}
+		if everywhere {
+			f.Spec.NamespaceSelector = &metav1.LabelSelector{}
+		}
+		return f
+	}
+	probes := 0
+	g.Eventually(func() error {
+		probes++
+		return alice.Create(t.Context(), freeze(ns, fmt.Sprintf("probe-%d", probes), true))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("selects namespaces (spec.namespaceSelector), which only a Freeze in stagecoach-system may do")))
+
+	for _, tc := range []struct {
+		name    string
+		freeze  *stagecoachv1.Freeze
+		wantErr string
+	}{
+		{name: "a Freeze of the own namespace", freeze: freeze(ns, "mine", false)},
+		{name: "a cluster-wide Freeze from a team's namespace", freeze: freeze(ns, "everyone", true),
+			wantErr: "Freeze everyone selects namespaces (spec.namespaceSelector), which only a Freeze in stagecoach-system may do"},
+		{name: "a cluster-wide Freeze from the controller's namespace", freeze: freeze("stagecoach-system", "quarter-end", true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := alice.Create(t.Context(), tc.freeze)
 			if tc.wantErr == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

@@ -131,7 +131,7 @@ func stageWaitingForCRD(t *testing.T, ns, name, kind, crds string, applier *unst
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Message).To(ContainSubstring("is not installed"))
 	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
-	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true})
+	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true, MaxTime: time.Minute})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { return env.Client.Create(t.Context(), applier) }, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 }

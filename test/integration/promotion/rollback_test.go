@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,7 +80,11 @@ func TestFollowUpstreamFailRollBackAndHold(t *testing.T) {
 	p := eventuallyPhase(t, ns, failed.Name, stagecoachv1.PhaseRolledBack)
 	g.Expect(p.Status.Message).To(ContainSubstring("rolled back by " + rollbackName))
 
-	s = eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, digest(1))
+	// Verified says what happened: the failed Promotion, and the version restored (issue 15).
+	s = eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonRolledBack,
+		"rolled back: Promotion "+failed.Name+" failed, and v1.0.0@"+digest(1)+" was restored and verified")
+	// Automation holds until a person promotes, and Stalled says so.
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionStalled, metav1.ConditionTrue, stagecoachv1.ReasonHeld, "promote a version by hand to resume")
 	g.Expect(s.Status.Current.Digest).To(Equal(digest(1)))
 	g.Expect(s.Status.FailedDigests).To(ConsistOf(digest(2)))
 	g.Expect(s.Status.Hold).NotTo(BeNil())
@@ -111,6 +116,9 @@ func TestFollowUpstreamFailRollBackAndHold(t *testing.T) {
 	s = getStage(g, t.Context(), ns, "prod")
 	g.Expect(s.Status.Hold).To(BeNil())
 	g.Expect(s.Status.AutomaticRollbacks).To(BeZero())
+	// The person's verified promote ends the hold (no Stalled) and the rollback's Verified reason.
+	s = eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, digest(3))
+	g.Expect(meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionStalled)).To(BeNil())
 }
 
 // A rollback that fails does not roll back again: the Stage holds, saying so.

@@ -106,7 +106,7 @@ func TestApplierCRDInstalledLater(t *testing.T) {
 	eventuallyReady(t, ns, "payments", metav1.ConditionFalse, stagecoachv1.ReasonApplierUnreadable,
 		fmt.Sprintf("Application '%s/payments' cannot be read: the CRD for kind Application in argoproj.io/v1alpha1 is not installed in this cluster", ns))
 
-	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{testenv.ArgoCDCRDs}, ErrorIfPathMissing: true})
+	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{testenv.ArgoCDCRDs}, ErrorIfPathMissing: true, MaxTime: time.Minute})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error {
 		return env.Client.Create(t.Context(), application(ns, "payments", stageLabel("payments")))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,9 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "manifests", "crds")}, extraCRDDirs...),
 		ErrorIfCRDPathMissing: true,
+		// The default 10 s is too short on a loaded 2-core machine (several suites start their API
+		// servers at once): the CRDs are served, just later.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
 	cfg, err := env.Start()
 	if err != nil {
