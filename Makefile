@@ -16,6 +16,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# The first thing `make demo` and `make test` do: every tool they need and room for the cache, or a
+# stop in the first seconds naming the command to run (.ci/run uses the same script with --install).
+.PHONY: prereqs
+prereqs: ## Check Go, git, make, a C compiler, redis-server and free disk (hack/prereqs.sh --install as root installs them).
+	@hack/prereqs.sh
+
 .PHONY: build
 build: ## Build bin/stagecoach.
 	go build -trimpath -ldflags "-X github.com/stagecoach-dev/stagecoach/internal/version.Version=$(VERSION)" -o bin/stagecoach ./cmd/stagecoach
@@ -52,7 +58,7 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module pro
 	@test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites (-race: see CMPSERVER_TEST).
+test: prereqs verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites (-race: see CMPSERVER_TEST).
 	@mkdir -p $(CACHE_DIR)
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
 	@# fails the target (the group's status and pipefail).
@@ -86,7 +92,7 @@ e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo 
 	$(E2E_TEST) | tee $(CACHE_DIR)/last-e2e.json | go run ./test/testsum
 
 .PHONY: demo
-demo: ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline.
+demo: prereqs ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline.
 	cd test/e2e && go run ./cmd/demo
 
 .PHONY: localstack
