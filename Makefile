@@ -16,6 +16,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# The first thing `make demo` and `make test` do: every tool they need and room for the cache, or a
+# stop in the first seconds naming the command to run (.ci/run uses the same script with --install).
+.PHONY: prereqs
+prereqs: ## Check Go, git, make, a C compiler, redis-server and free disk (hack/prereqs.sh --install as root installs them).
+	@hack/prereqs.sh
+
 .PHONY: build
 build: ## Build bin/stagecoach.
 	go build -trimpath -ldflags "-X github.com/stagecoach-dev/stagecoach/internal/version.Version=$(VERSION)" -o bin/stagecoach ./cmd/stagecoach
@@ -25,8 +31,12 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code, CRDs and RBAC from the API t
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	$(CONTROLLER_GEN) rbac:roleName=stagecoach-controller paths=./controller/... output:rbac:artifacts:config=manifests/rbac
+	@# The Helm chart's copies (test/install checks them).
+	cp manifests/crds/*.yaml charts/stagecoach/crds/
+	cp manifests/rbac/role.yaml charts/stagecoach/files/clusterrole.yaml
+	cp manifests/policies/application-guard.yaml manifests/policies/approval-guard.yaml charts/stagecoach/files/policies/
 
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go manifests/crds manifests/rbac
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go manifests/crds manifests/rbac charts/stagecoach/crds charts/stagecoach/files
 
 .PHONY: verify
 verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (checks the work tree, not git).
@@ -52,7 +62,7 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module pro
 	@test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites (-race: see CMPSERVER_TEST).
+test: prereqs verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites (-race: see CMPSERVER_TEST).
 	@mkdir -p $(CACHE_DIR)
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
 	@# fails the target (the group's status and pipefail).
@@ -86,7 +96,7 @@ e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo 
 	$(E2E_TEST) | tee $(CACHE_DIR)/last-e2e.json | go run ./test/testsum
 
 .PHONY: demo
-demo: ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline.
+demo: prereqs ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline.
 	cd test/e2e && go run ./cmd/demo
 
 .PHONY: localstack
@@ -110,3 +120,23 @@ bench: envtest-assets ## Reaction latencies on a real API server (p50/p99); regi
 	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
 	go test -run '^$$' -bench . -benchmem ./internal/check
 	go run ./test/bench/cmp
+
+# Container image and release files, without Docker (hack/image, hack/release). Every timestamp in
+# the image is the commit's time, so the same commit gives the same digest.
+DIST ?= dist
+IMAGE ?= ghcr.io/stagecoach-dev/stagecoach
+REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+.PHONY: image
+image: ## OCI image of the static binary (non-root, CA certificates) in dist/image and dist/stagecoach-image.tar; prints its digest.
+	go run ./hack/image build -version $(VERSION) -revision $(REVISION) -created $(SOURCE_DATE_EPOCH) -out $(DIST)
+
+.PHONY: image-push
+image-push: image ## Push the image: make image-push REGISTRY=registry.example/team (as REGISTRY/stagecoach:VERSION).
+	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/you"; exit 1; }
+	go run ./hack/image push -layout $(DIST)/image -to $(REGISTRY)/stagecoach:$(VERSION)
+
+.PHONY: release
+release: image ## make release VERSION=v0.x.y: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums in dist/.
+	go run ./hack/release -version $(VERSION) -image $(if $(REGISTRY),$(REGISTRY)/stagecoach,$(IMAGE)) -dist $(DIST)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Checks, in the first seconds of `make demo`, `make test` and `.ci/run`, everything they need from the
+# machine: the Go toolchain (GOTOOLCHAIN=go1.27.3 must run), git, make, a C compiler, redis-server
+# (Argo CD's cache in the local stack) and free disk for the build cache. One script, so the CI's
+# installer and the developer's check never drift.
+#
+#   hack/prereqs.sh            check; on anything missing, stop at once naming the command to run
+#   hack/prereqs.sh --install  as root, install what is missing from Debian, then check again
+#                              (also STAGECOACH_INSTALL_PREREQS=1)
+#
+# STAGECOACH_MIN_FREE_GIB (default 10) is the free space wanted under the cache folder
+# ($STAGECOACH_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/stagecoach): the first build writes ~8 GiB
+# of binaries and Go build cache there.
+set -euo pipefail
+
+install=${STAGECOACH_INSTALL_PREREQS:-0}
+for arg in "$@"; do
+  case $arg in
+    --install) install=1 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "prereqs: unknown argument $arg (use --install or nothing)" >&2; exit 2 ;;
+  esac
+done
+export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
+min_free_gib=${STAGECOACH_MIN_FREE_GIB:-10}
+cache=${STAGECOACH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stagecoach}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# missing_packages prints the Debian packages for the tools that are not there, one a line.
+missing_packages() {
+  # go alone is not enough: GOTOOLCHAIN must be fetchable and runnable (Debian's golang-go is
+  # 1.21 or newer, which fetches go1.27.3 from the module proxy itself).
+  if ! have go; then echo golang-go
+  elif ! go version >/dev/null 2>&1; then echo "go-toolchain"; fi
+  have git || echo git
+  have make || echo make
+  { have cc || have gcc; } || echo build-essential
+  have redis-server || echo redis-server
+}
+
+# Free disk where the cache lives (its nearest existing folder: the cache may not exist yet),
+# reported together with any missing tool so that one run names every problem.
+dir=$cache
+while [ ! -d "$dir" ]; do dir=$(dirname "$dir"); done
+free_kib=$(df -Pk "$dir" | awk 'NR==2 {print $4}')
+free_gib=$((free_kib / 1024 / 1024))
+disk_ok=1
+if [ "$free_gib" -lt "$min_free_gib" ]; then
+  disk_ok=0
+  echo "prereqs: only $free_gib GiB free under $dir; the build cache $cache wants $min_free_gib GiB" >&2
+  echo "prereqs: free some space there, or point STAGECOACH_CACHE at a filesystem with room (STAGECOACH_MIN_FREE_GIB=N to lower the bar)" >&2
+fi
+
+mapfile -t missing < <(missing_packages)
+
+if [[ " ${missing[*]} " == *" go-toolchain "* ]]; then
+  # Not a package: go is there but cannot run the pinned toolchain (no module proxy, or an old go).
+  echo "prereqs: 'GOTOOLCHAIN=$GOTOOLCHAIN go version' fails:" >&2
+  go version >&2 || true
+  echo "prereqs: go $(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null || echo '?') must reach the Go module proxy (GOPROXY=$(GOTOOLCHAIN=local go env GOPROXY 2>/dev/null)) to fetch $GOTOOLCHAIN, or install $GOTOOLCHAIN and put it first on PATH" >&2
+  exit 1
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  cmd="apt-get update -qq && apt-get install -y -qq ${missing[*]}"
+  if [ "$install" != 1 ]; then
+    [ "$(id -u)" = 0 ] || cmd="sudo sh -c '$cmd'"
+    echo "prereqs: missing ${missing[*]} (git and redis-server serve the local stack: Argo CD's repo-server and cache)" >&2
+    echo "prereqs: install them with:  $cmd" >&2
+    echo "prereqs: (or, as root: hack/prereqs.sh --install)" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" != 0 ] || ! have apt-get; then
+    echo "prereqs: --install needs root and apt-get (Debian); install ${missing[*]} yourself and run again" >&2
+    exit 1
+  fi
+  echo "prereqs: installing ${missing[*]} from Debian"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  mapfile -t still < <(missing_packages)
+  if [ ${#still[@]} -gt 0 ]; then
+    echo "prereqs: still missing after apt-get install: ${still[*]}" >&2
+    exit 1
+  fi
+fi
+
+[ "$disk_ok" = 1 ] || exit 1
+echo "prereqs: ok ($(go env GOVERSION), git, make, cc, redis-server, $free_gib GiB free for $cache)"
