@@ -29,7 +29,7 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code, CRDs and RBAC from the API t
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go manifests/crds manifests/rbac
 
 .PHONY: verify
-verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (checks the work tree, not git).
+verify: ## Fail when generated files, go.mod/go.sum or formatting are stale, or git tracks a compiled binary.
 	@snapshot=$$(mktemp -d); trap 'rm -rf "$$snapshot"' EXIT; \
 	for f in $(GENERATED); do mkdir -p "$$snapshot/$$(dirname $$f)"; cp -r "$$f" "$$snapshot/$$f"; done; \
 	$(MAKE) --no-print-directory generate >/dev/null; \
@@ -40,7 +40,10 @@ verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (che
 	@cd test/e2e && { go mod tidy -diff >/dev/null || { go mod tidy -diff | head -40; echo "test/e2e/go.mod/go.sum are stale: run 'go mod tidy' in test/e2e"; exit 1; }; }
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "$$unformatted"; echo "these files need 'gofmt -w'"; exit 1; fi
-	@echo "verify: generated code, go.mod and formatting are up to date"
+	@# Compiled programs belong in bin/ or the cache, never in git (.gitignore keeps them out).
+	@large=$$(git ls-files -z 2>/dev/null | xargs -0 -r sh -c 'find "$$@" -maxdepth 0 -type f -size +1M 2>/dev/null' _); \
+	for f in $$large; do grep -qI . "$$f" || { echo "$$f is a binary over 1 MB tracked by git (a build output?): 'git rm --cached $$f' and ignore it in .gitignore"; exit 1; }; done
+	@echo "verify: generated code, go.mod, formatting and tracked files are up to date"
 
 .PHONY: vet
 vet: ## Run go vet (also on the end-to-end module).
