@@ -71,7 +71,7 @@ test: verify vet e2e-build envtest-assets ## The test command: verify generated 
 # driver, so it compiles exactly the packages the Argo CD binary build compiled (a race build of
 # Argo CD took 8 more minutes on a fresh machine), while the Stagecoach code under test runs in a
 # plugin binary the test builds with -race.
-CMPSERVER_TEST = (cd test/localstack/build/argocd && go test -trimpath -count=1 -json ./cmpserver/...)
+CMPSERVER_TEST = (cd test/e2e/localstack/build/argocd && go test -trimpath -count=1 -json ./cmpserver/...)
 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
@@ -81,7 +81,7 @@ E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 # then finds them built.
 .PHONY: e2e-build
 e2e-build: ## Build kube-apiserver, Argo CD and the Flux controllers from the Go module proxy (cached; ~25 min the first time).
-	cd test/e2e && go run ./cmd/localstack build
+	cd test/e2e && go run ./localstack/cmd build
 
 .PHONY: e2e
 e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
@@ -94,7 +94,7 @@ demo: ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk 
 
 .PHONY: localstack
 localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, registry, git, controller) until Ctrl-C.
-	cd test/e2e && go run ./cmd/localstack up
+	cd test/e2e && go run ./localstack/cmd up
 
 .PHONY: test-cmpserver
 test-cmpserver: ## Run the config management plugin through Argo CD's real cmp-server.
