@@ -88,7 +88,7 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	progress = &lockedWriter{w: progress}
 	b := &Binaries{RepoRoot: root, StagecoachCRDs: filepath.Join(root, "manifests", "crds")}
 
-	wrappers := filepath.Join(root, "test", "e2e", "localstack", "build")
+	wrappers := buildModulesDir(root)
 	argocd := goBuild{what: "Argo CD " + ArgoCDVersion, dir: filepath.Join(wrappers, "argocd"), estimate: "about 26 minutes beside the other builds",
 		ldflags: "-X github.com/argoproj/argo-cd/v3/common.version=" + strings.TrimPrefix(ArgoCDVersion, "v") +
 			" -X github.com/argoproj/argo-cd/v3/common.gitTag=" + ArgoCDVersion +
@@ -171,6 +171,12 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 		}
 	}
 	return b, nil
+}
+
+// buildModulesDir holds the modules that build Argo CD and the Flux controllers (build/ beside
+// this package).
+func buildModulesDir(root string) string {
+	return filepath.Join(root, "test", "e2e", "localstack", "build")
 }
 
 // goBuild is one `go build` of one or more main packages of a module (a wrapper module under

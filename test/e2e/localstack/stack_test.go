@@ -118,3 +118,14 @@ func TestBinaryName(t *testing.T) {
 		})
 	}
 }
+
+// Build finds the modules that build the engines by path: a move of the folder must fail here,
+// not half an hour into a cold build.
+func TestBuildModulesDir(t *testing.T) {
+	for _, module := range []string{"argocd", "flux"} {
+		t.Run(module, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(filepath.Join(buildModulesDir(RepoRoot()), module, "go.mod")).To(BeARegularFile())
+		})
+	}
+}
