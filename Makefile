@@ -39,7 +39,7 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code, CRDs and RBAC from the API t
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go manifests/crds manifests/rbac charts/stagecoach/crds charts/stagecoach/files
 
 .PHONY: verify
-verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (checks the work tree, not git).
+verify: ## Fail when generated files, go.mod/go.sum or formatting are stale, or git tracks a compiled binary.
 	@snapshot=$$(mktemp -d); trap 'rm -rf "$$snapshot"' EXIT; \
 	for f in $(GENERATED); do mkdir -p "$$snapshot/$$(dirname $$f)"; cp -r "$$f" "$$snapshot/$$f"; done; \
 	$(MAKE) --no-print-directory generate >/dev/null; \
@@ -50,7 +50,10 @@ verify: ## Fail when generated files, go.mod/go.sum or formatting are stale (che
 	@cd test/e2e && { go mod tidy -diff >/dev/null || { go mod tidy -diff | head -40; echo "test/e2e/go.mod/go.sum are stale: run 'go mod tidy' in test/e2e"; exit 1; }; }
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "$$unformatted"; echo "these files need 'gofmt -w'"; exit 1; fi
-	@echo "verify: generated code, go.mod and formatting are up to date"
+	@# Compiled programs belong in bin/ or the cache, never in git (.gitignore keeps them out).
+	@large=$$(git ls-files -z 2>/dev/null | xargs -0 -r sh -c 'find "$$@" -maxdepth 0 -type f -size +1M 2>/dev/null' _); \
+	for f in $$large; do grep -qI . "$$f" || { echo "$$f is a binary over 1 MB tracked by git (a build output?): 'git rm --cached $$f' and ignore it in .gitignore"; exit 1; }; done
+	@echo "verify: generated code, go.mod, formatting and tracked files are up to date"
 
 .PHONY: vet
 vet: ## Run go vet (also on the end-to-end module).
@@ -72,13 +75,25 @@ test: prereqs verify vet e2e-build envtest-assets ## The test command: verify ge
 	  $(E2E_TEST) || rc=1; \
 	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
 
+# The unit tests: every package whose tests start no API server (they do not import envtest), so a
+# package joins or leaves by what it imports, not by a list here. The envtest suites, the cmp-server
+# test and the end-to-end module are `make test`'s.
+UNIT_PACKAGES = go list -test -f '{{if not .ForTest}}{{.ImportPath}} {{join .Deps " "}}{{end}}' ./... \
+	| grep '\.test ' | grep -v ' sigs.k8s.io/controller-runtime/pkg/envtest' | cut -d' ' -f1 | sed 's/\.test$$//'
+
+.PHONY: unit
+unit: ## The fast loop: unit tests only (-race; no API server, no engines), well under a minute warm.
+	@mkdir -p $(CACHE_DIR)
+	pkgs=$$($(UNIT_PACKAGES)); test -n "$$pkgs"; \
+	go test $(GO_TEST_FLAGS) -json $$pkgs | tee $(CACHE_DIR)/last-unit.json | go run ./test/testsum
+
 # The cmp-server test lives in the module that builds the stack's Argo CD binary (Argo CD and its
 # replace block stay out of go.mod), so `go test ./...` above does not reach it. It runs without
 # -race and with -trimpath on purpose: this process holds only Argo CD's cmp-server and the test's
 # driver, so it compiles exactly the packages the Argo CD binary build compiled (a race build of
 # Argo CD took 8 more minutes on a fresh machine), while the Stagecoach code under test runs in a
 # plugin binary the test builds with -race.
-CMPSERVER_TEST = (cd test/localstack/build/argocd && go test -trimpath -count=1 -json ./cmpserver/...)
+CMPSERVER_TEST = (cd test/e2e/localstack/build/argocd && go test -trimpath -count=1 -json ./cmpserver/...)
 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
@@ -88,7 +103,7 @@ E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 # then finds them built.
 .PHONY: e2e-build
 e2e-build: ## Build kube-apiserver, Argo CD and the Flux controllers from the Go module proxy (cached; ~25 min the first time).
-	cd test/e2e && go run ./cmd/localstack build
+	cd test/e2e && go run ./localstack/cmd build
 
 .PHONY: e2e
 e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
@@ -101,7 +116,7 @@ demo: prereqs ## Build (once), start a local Kubernetes with Argo CD and Flux, a
 
 .PHONY: localstack
 localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, registry, git, controller) until Ctrl-C.
-	cd test/e2e && go run ./cmd/localstack up
+	cd test/e2e && go run ./localstack/cmd up
 
 .PHONY: test-cmpserver
 test-cmpserver: ## Run the config management plugin through Argo CD's real cmp-server.

@@ -227,7 +227,10 @@ type RegistrySource struct {
 	// +required
 	Repository string `json:"repository"`
 
-	// Semver is a constraint tags must meet, for example ">=1.0.0".
+	// Semver is a constraint tags must meet, for example ">=1.0.0" or "^1.2 || ~2.0.3", in the
+	// syntax of Flux's ImagePolicy semver range (github.com/Masterminds/semver/v3). Tags are versions
+	// only with all three numbers (an optional "v" first); prereleases only meet a constraint that
+	// names one (">=1.0.0-0").
 	// +optional
 	Semver string `json:"semver,omitempty"`
 
@@ -547,7 +550,8 @@ type StageDependency struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
-	// Version is a semver constraint its current version must meet; any when empty.
+	// Version is a semver constraint its current version must meet, as in the registry source's
+	// semver; any when empty.
 	// +optional
 	Version string `json:"version,omitempty"`
 }

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 const (
@@ -57,7 +57,7 @@ func TestRestartChaos(t *testing.T) {
 	var releases []release
 	for i := range chaosReleases {
 		tag := fmt.Sprintf("v%d.0.0", i)
-		releases = append(releases, release{tag, sc.Push(repo, tag, map[string]string{"configmap.yaml": stack.ConfigMap("payments", tag)})})
+		releases = append(releases, release{tag, sc.Push(repo, tag, map[string]string{"configmap.yaml": localstack.ConfigMap("payments", tag)})})
 	}
 	devNS, stagingNS, prodNS := sc.TargetNamespace("dev"), sc.TargetNamespace("staging"), sc.TargetNamespace("prod")
 	sc.FluxOCISource("payments-dev", repo, releases[0].tag, "dev", devNS)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 // Every interval, kustomize-controller reconciles a Kustomization again and sets Ready=Unknown
@@ -21,9 +21,9 @@ func TestGraceLongerThanFluxInterval(t *testing.T) {
 	sc := env.Scenario(t)
 	const interval, grace = 2 * time.Second, 9 * time.Second
 	repo, target := sc.NS+"/environments", sc.TargetNamespace("staging")
-	_, err := sc.Git.Commit(sc.Ctx(), repo, "staging environment", map[string]string{"staging/configmap.yaml": stack.SubstitutedConfigMap("payments")})
+	_, err := sc.Git.Commit(sc.Ctx(), repo, "staging environment", map[string]string{"staging/configmap.yaml": localstack.SubstitutedConfigMap("payments")})
 	sc.G.Expect(err).NotTo(HaveOccurred())
-	sc.Apply(stack.FluxGitKustomizationYAML(sc.NS, "payments-staging", sc.Git.URL(repo), "staging", "staging", target, interval))
+	sc.Apply(localstack.FluxGitKustomizationYAML(sc.NS, "payments-staging", sc.Git.URL(repo), "staging", "staging", target, interval))
 	sc.Stage("staging", "payments", "staging", stagecoachv1.ApplierReference{Kind: "Kustomization", Name: "payments-staging"},
 		stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}},
 		func(s *stagecoachv1.Stage) { s.Spec.Verification.Grace = &metav1.Duration{Duration: grace} })
@@ -41,7 +41,7 @@ func TestGraceLongerThanFluxInterval(t *testing.T) {
 		status, readyGen := ready(u)
 		settled := observed == u.GetGeneration() && readyGen == u.GetGeneration()
 		switch {
-		case !settled || stack.Field(u, "spec", "postBuild", "substitute", "STAGECOACH_DIGEST") != digestV1:
+		case !settled || localstack.Field(u, "spec", "postBuild", "substitute", "STAGECOACH_DIGEST") != digestV1:
 			landed = false
 		case status == "True":
 			landed = true

@@ -1,4 +1,4 @@
-// Module e2e is Stagecoach's end-to-end suite and local stack (test/e2e/stack). It is a separate,
+// Module e2e is Stagecoach's end-to-end suite and local stack (test/e2e/localstack). It is a separate,
 // test-only module so that what it imports never reaches Stagecoach's own go.mod.
 module github.com/stagecoach-dev/stagecoach/test/e2e
 

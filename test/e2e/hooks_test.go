@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 // Releases of the hook scenario after the first (which only puts the environments in place):
@@ -50,7 +50,7 @@ func TestHookReactionLatency(t *testing.T) {
 	var releases []release
 	for i := range 1 + hooksOnReleases + hooksOffReleases {
 		tag := fmt.Sprintf("v%d.0.0", i)
-		releases = append(releases, release{tag, sc.Push(repo, tag, map[string]string{"configmap.yaml": stack.ConfigMap("payments", tag)})})
+		releases = append(releases, release{tag, sc.Push(repo, tag, map[string]string{"configmap.yaml": localstack.ConfigMap("payments", tag)})})
 	}
 
 	devNS, stagingNS, prodNS := sc.TargetNamespace("dev"), sc.TargetNamespace("staging"), sc.TargetNamespace("prod")
@@ -93,14 +93,14 @@ spec:
 	seen := &firstSeen{at: map[string]time.Time{}}
 	sc.Watch("kustomize.toolkit.fluxcd.io/v1", "Kustomization", func(at time.Time, u *unstructured.Unstructured) {
 		if u.GetName() == "payments-dev-apply" && readyTrue(u) {
-			seen.mark("flux-landed", revisionDigest(stack.Field(u, "status", "lastAppliedRevision")), at)
+			seen.mark("flux-landed", revisionDigest(localstack.Field(u, "status", "lastAppliedRevision")), at)
 		}
 	})
 	sc.Watch("argoproj.io/v1alpha1", "Application", func(at time.Time, u *unstructured.Unstructured) {
-		seen.mark("patched/"+u.GetName(), stack.Field(u, "spec", "source", "targetRevision"), at)
-		rev := stack.Field(u, "status", "operationState", "syncResult", "revision")
-		if stack.Field(u, "status", "operationState", "phase") == "Succeeded" && stack.Field(u, "status", "sync", "status") == "Synced" &&
-			stack.Field(u, "status", "sync", "revision") == rev && stack.Field(u, "status", "health", "status") == "Healthy" {
+		seen.mark("patched/"+u.GetName(), localstack.Field(u, "spec", "source", "targetRevision"), at)
+		rev := localstack.Field(u, "status", "operationState", "syncResult", "revision")
+		if localstack.Field(u, "status", "operationState", "phase") == "Succeeded" && localstack.Field(u, "status", "sync", "status") == "Synced" &&
+			localstack.Field(u, "status", "sync", "revision") == rev && localstack.Field(u, "status", "health", "status") == "Healthy" {
 			seen.mark("argocd-landed/"+u.GetName(), rev, at)
 		}
 	})
@@ -219,8 +219,8 @@ func revisionDigest(rev string) string {
 }
 
 // isKustomizationEvent matches Flux events that kustomize-controller reported about name.
-func isKustomizationEvent(name string) func(stack.HookDelivery) bool {
-	return func(d stack.HookDelivery) bool {
+func isKustomizationEvent(name string) func(localstack.HookDelivery) bool {
+	return func(d localstack.HookDelivery) bool {
 		var e struct {
 			InvolvedObject      struct{ Kind, Name string } `json:"involvedObject"`
 			ReportingController string                      `json:"reportingController"`
@@ -231,8 +231,8 @@ func isKustomizationEvent(name string) func(stack.HookDelivery) bool {
 }
 
 // isArgoCDEvent matches the stagecoach-event template's notifications about app.
-func isArgoCDEvent(app string) func(stack.HookDelivery) bool {
-	return func(d stack.HookDelivery) bool {
+func isArgoCDEvent(app string) func(localstack.HookDelivery) bool {
+	return func(d localstack.HookDelivery) bool {
 		var e struct{ App string }
 		return json.Unmarshal(d.Body, &e) == nil && e.App == app
 	}
@@ -240,7 +240,7 @@ func isArgoCDEvent(app string) func(stack.HookDelivery) bool {
 
 // firstDelivery is when the first hook on path mentioning digest and matching arrived; it must
 // have been accepted and woken a Stage.
-func firstDelivery(g Gomega, deliveries []stack.HookDelivery, path, digest string, match func(stack.HookDelivery) bool) time.Time {
+func firstDelivery(g Gomega, deliveries []localstack.HookDelivery, path, digest string, match func(localstack.HookDelivery) bool) time.Time {
 	for _, d := range deliveries {
 		if d.Path != path || !strings.Contains(string(d.Body), digest) || !match(d) {
 			continue

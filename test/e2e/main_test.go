@@ -1,7 +1,7 @@
 // Package e2e runs Stagecoach's scenarios end to end on the local stack: real kube-apiserver, Argo CD
 // and Flux controllers built from the Go module proxy, a loopback OCI registry and git server, and
 // the real `stagecoach controller` binary. One stack serves every scenario of the run; each
-// scenario works in its own namespace (see stack.Scenario).
+// scenario works in its own namespace (see localstack.Scenario).
 package e2e
 
 import (
@@ -14,11 +14,11 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 // env is the stack every scenario shares; it is only read after TestMain has started it.
-var env *stack.Stack
+var env *localstack.Stack
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -29,13 +29,13 @@ func run(m *testing.M) int {
 	// Clients log through controller-runtime; their few lines are of no use here.
 	ctrllog.SetLogger(logr.Discard())
 	start := time.Now()
-	bin, err := stack.Build(ctx, os.Stderr)
+	bin, err := localstack.Build(ctx, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building the stack failed:", err)
 		return 1
 	}
 	built := time.Since(start)
-	env, err = stack.Start(ctx, bin, stack.Options{})
+	env, err = localstack.Start(ctx, bin, localstack.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the stack failed:", err)
 		return 1

@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 // One service, two environments on the real engines: dev is applied by a Flux OCIRepository and
@@ -19,7 +19,7 @@ func TestOCIPipelineFluxDevArgoCDProd(t *testing.T) {
 	sc := env.Scenario(t)
 	repo := sc.NS + "/payments"
 	manifests := func(version string) map[string]string {
-		return map[string]string{"configmap.yaml": stack.ConfigMap("payments", version)}
+		return map[string]string{"configmap.yaml": localstack.ConfigMap("payments", version)}
 	}
 	v0 := sc.Push(repo, "v0.0.0", manifests("v0.0.0"))
 	v1 := sc.Push(repo, "v1.0.0", manifests("v1.0.0"))
@@ -50,7 +50,7 @@ func TestOCIPipelineFluxDevArgoCDProd(t *testing.T) {
 		sc.G.Eventually(func(g Gomega) {
 			g.Expect(sc.ConfigMapData(g, devNS, "payments")).To(HaveKeyWithValue("version", release.tag))
 			g.Expect(sc.ConfigMapData(g, prodNS, "payments")).To(HaveKeyWithValue("version", release.tag))
-		}, stack.WaitTimeout, time.Second).Should(Succeed())
+		}, localstack.WaitTimeout, time.Second).Should(Succeed())
 		if release.measured {
 			report("%s", dev)
 			report("%s", prod)
@@ -61,14 +61,14 @@ func TestOCIPipelineFluxDevArgoCDProd(t *testing.T) {
 	// What the engines report, not only what Stagecoach concluded.
 	g := sc.G
 	oci := sc.Get(g, "source.toolkit.fluxcd.io/v1", "OCIRepository", "payments-dev")
-	g.Expect(stack.Field(oci, "spec", "ref", "digest")).To(Equal(v1))
-	g.Expect(stack.Field(oci, "status", "artifact", "revision")).To(HaveSuffix(v1))
+	g.Expect(localstack.Field(oci, "spec", "ref", "digest")).To(Equal(v1))
+	g.Expect(localstack.Field(oci, "status", "artifact", "revision")).To(HaveSuffix(v1))
 	kus := sc.Get(g, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", "payments-dev-apply")
-	g.Expect(stack.Field(kus, "status", "lastAppliedRevision")).To(HaveSuffix(v1))
+	g.Expect(localstack.Field(kus, "status", "lastAppliedRevision")).To(HaveSuffix(v1))
 	app := sc.Get(g, "argoproj.io/v1alpha1", "Application", "payments-prod")
-	g.Expect(stack.Field(app, "spec", "source", "targetRevision")).To(Equal(v1))
-	g.Expect(stack.Field(app, "status", "sync", "status")).To(Equal("Synced"))
-	g.Expect(stack.Field(app, "status", "sync", "revision")).To(Equal(v1))
-	g.Expect(stack.Field(app, "status", "operationState", "syncResult", "revision")).To(Equal(v1))
-	g.Expect(stack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
+	g.Expect(localstack.Field(app, "spec", "source", "targetRevision")).To(Equal(v1))
+	g.Expect(localstack.Field(app, "status", "sync", "status")).To(Equal("Synced"))
+	g.Expect(localstack.Field(app, "status", "sync", "revision")).To(Equal(v1))
+	g.Expect(localstack.Field(app, "status", "operationState", "syncResult", "revision")).To(Equal(v1))
+	g.Expect(localstack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
 }

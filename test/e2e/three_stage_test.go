@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
 )
 
 // One service through three environments on the real engines (see package pipeline): dev on
@@ -64,20 +64,20 @@ func TestThreeStagePipeline(t *testing.T) {
 
 		// Every Promotion so far was automatic, so the admin (who promoted nothing) may approve.
 		approved := time.Now()
-		_, err = p.Approve(ctx, admin, stack.AdminUser, pipeline.Prod, v1, "e2e: release v1")
+		_, err = p.Approve(ctx, admin, localstack.AdminUser, pipeline.Prod, v1, "e2e: release v1")
 		g.Expect(err).NotTo(HaveOccurred())
 		prod := sc.WaitVerified(p.Stages[pipeline.Prod], v1, approved)
 
 		expectRunning(sc, p, map[string]string{pipeline.Dev: "v1.0.0", pipeline.Staging: "v1.0.0", pipeline.Prod: "v1.0.0"})
 		// What the engines report, not only what Stagecoach concluded.
 		oci := sc.Get(g, "source.toolkit.fluxcd.io/v1", "OCIRepository", p.Stages[pipeline.Dev])
-		g.Expect(stack.Field(oci, "spec", "ref", "digest")).To(Equal(v1))
+		g.Expect(localstack.Field(oci, "spec", "ref", "digest")).To(Equal(v1))
 		kus := sc.Get(g, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", p.Stages[pipeline.Staging])
-		g.Expect(stack.Field(kus, "spec", "postBuild", "substitute", "STAGECOACH_DIGEST")).To(Equal(v1))
+		g.Expect(localstack.Field(kus, "spec", "postBuild", "substitute", "STAGECOACH_DIGEST")).To(Equal(v1))
 		g.Expect(sc.ConfigMapData(g, p.Targets[pipeline.Staging], p.Service)).To(HaveKeyWithValue("digest", v1))
 		app := sc.Get(g, "argoproj.io/v1alpha1", "Application", p.Stages[pipeline.Prod])
-		g.Expect(stack.Field(app, "status", "sync", "revision")).To(Equal(v1))
-		g.Expect(stack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
+		g.Expect(localstack.Field(app, "status", "sync", "revision")).To(Equal(v1))
+		g.Expect(localstack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
 
 		report("%s", dev)
 		report("%s", staging)
@@ -85,7 +85,7 @@ func TestThreeStagePipeline(t *testing.T) {
 		humanWait := approved.Sub(staging.Verified)
 		total := prod.Verified.Sub(pushed) - humanWait
 		var stagecoach, engines, grace time.Duration
-		for _, tl := range []stack.Timeline{dev, staging, prod} {
+		for _, tl := range []localstack.Timeline{dev, staging, prod} {
 			stagecoach += tl.Applied.Sub(tl.Requested)
 			engines += tl.Landed.Sub(tl.Applied)
 			grace += tl.Verified.Sub(tl.Landed)
@@ -106,14 +106,14 @@ func TestThreeStagePipeline(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		waitBlocked(sc, p, pipeline.PluginProd, image, "approvals")
 		approved := time.Now()
-		_, err = p.Approve(ctx, admin, stack.AdminUser, pipeline.PluginProd, image, "e2e: release checkout v1")
+		_, err = p.Approve(ctx, admin, localstack.AdminUser, pipeline.PluginProd, image, "e2e: release checkout v1")
 		g.Expect(err).NotTo(HaveOccurred())
 		prod := sc.WaitVerified(p.Stages[pipeline.PluginProd], image, approved)
 
 		// Argo CD compared the live state with what the plugin rendered at the digest Stagecoach wrote.
 		app := sc.Get(g, "argoproj.io/v1alpha1", "Application", p.Stages[pipeline.PluginProd])
-		g.Expect(stack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
-		g.Expect(stack.Field(app, "status", "sync", "status")).To(Equal("Synced"))
+		g.Expect(localstack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
+		g.Expect(localstack.Field(app, "status", "sync", "status")).To(Equal("Synced"))
 		env, _, _ := unstructured.NestedSlice(app.Object, "status", "sync", "comparedTo", "source", "plugin", "env")
 		g.Expect(env).To(ContainElement(map[string]any{"name": "STAGECOACH_DIGEST", "value": image}))
 		// What runs: the plugin pinned the declared image and stamped the Stage and version.
@@ -190,18 +190,18 @@ func TestThreeStagePipeline(t *testing.T) {
 
 		// The admin promotes v4 by hand: that lifts the hold, and makes the admin's approval not count.
 		promoted := time.Now()
-		_, err = p.Promote(ctx, admin, stack.AdminUser, pipeline.Staging, "v4.0.0", v4, "e2e: v4 fixes v3")
+		_, err = p.Promote(ctx, admin, localstack.AdminUser, pipeline.Staging, "v4.0.0", v4, "e2e: v4 fixes v3")
 		g.Expect(err).NotTo(HaveOccurred())
 		sc.WaitVerified(p.Stages[pipeline.Staging], v4, promoted)
-		_, err = p.Approve(ctx, admin, stack.AdminUser, pipeline.Prod, v4, "e2e: my own fix")
+		_, err = p.Approve(ctx, admin, localstack.AdminUser, pipeline.Prod, v4, "e2e: my own fix")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(func(g Gomega) {
 			st, err := p.Stage(ctx, pipeline.Prod)
 			g.Expect(err).NotTo(HaveOccurred())
 			b, ok := pipeline.Blocked(st, v4, "approvals")
 			g.Expect(ok).To(BeTrue(), "prod's candidate is not v4 held by approvals: %+v", st.Status.Candidate)
-			g.Expect(b.Message).To(ContainSubstring(stack.AdminUser + " promoted this version and cannot approve it"))
-		}, stack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
+			g.Expect(b.Message).To(ContainSubstring(localstack.AdminUser + " promoted this version and cannot approve it"))
+		}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 
 		alice, err := sc.ClientAs("alice", "system:masters", "system:authenticated")
 		g.Expect(err).NotTo(HaveOccurred())
@@ -232,7 +232,7 @@ func watchPipeline(t *testing.T, p *pipeline.Pipeline) {
 }
 
 // waitBlocked waits until env's candidate is digest, held back by gate, and returns that block.
-func waitBlocked(sc *stack.Scenario, p *pipeline.Pipeline, env, digest, gate string) stagecoachv1.GateBlock {
+func waitBlocked(sc *localstack.Scenario, p *pipeline.Pipeline, env, digest, gate string) stagecoachv1.GateBlock {
 	sc.T.Helper()
 	var block stagecoachv1.GateBlock
 	sc.G.Eventually(func(g Gomega) {
@@ -241,13 +241,13 @@ func waitBlocked(sc *stack.Scenario, p *pipeline.Pipeline, env, digest, gate str
 		b, ok := pipeline.Blocked(st, digest, gate)
 		g.Expect(ok).To(BeTrue(), "Stage %s: candidate %+v is not %s held by %s", st.Name, st.Status.Candidate, digest, gate)
 		block = b
-	}, stack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
+	}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 	return block
 }
 
 // waitRolledBack waits until env's promote of digest has failed and its automatic rollback has
 // been Verified; it returns both Promotions and when each end was first seen (polling every 100 ms).
-func waitRolledBack(sc *stack.Scenario, p *pipeline.Pipeline, env, digest string) (failed, rollback *stagecoachv1.Promotion, failedSeen, rolledBackSeen time.Time) {
+func waitRolledBack(sc *localstack.Scenario, p *pipeline.Pipeline, env, digest string) (failed, rollback *stagecoachv1.Promotion, failedSeen, rolledBackSeen time.Time) {
 	sc.T.Helper()
 	sc.G.Eventually(func(g Gomega) {
 		failed, rollback = nil, nil
@@ -273,13 +273,13 @@ func waitRolledBack(sc *stack.Scenario, p *pipeline.Pipeline, env, digest string
 		g.Expect(rollback.Status.Phase).To(Equal(stagecoachv1.PhaseSucceeded), "rollback %s: %s", rollback.Name, rollback.Status.Message)
 		g.Expect(failed.Status.Phase).To(Equal(stagecoachv1.PhaseRolledBack), "%s: %s", failed.Name, failed.Status.Message)
 		rolledBackSeen = time.Now()
-	}, stack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
+	}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 	return failed, rollback, failedSeen, rolledBackSeen
 }
 
 // expectRunning checks that each environment's Stage is Verified at the version and that the
 // engine applied it (the ConfigMap in the target namespace names it).
-func expectRunning(sc *stack.Scenario, p *pipeline.Pipeline, versions map[string]string) {
+func expectRunning(sc *localstack.Scenario, p *pipeline.Pipeline, versions map[string]string) {
 	sc.T.Helper()
 	sc.G.Eventually(func(g Gomega) {
 		for env, version := range versions {
@@ -290,15 +290,15 @@ func expectRunning(sc *stack.Scenario, p *pipeline.Pipeline, versions map[string
 			g.Expect(meta.IsStatusConditionTrue(st.Status.Conditions, stagecoachv1.ConditionVerified)).To(BeTrue(), "Stage %s not Verified", st.Name)
 			g.Expect(sc.ConfigMapData(g, p.Targets[env], p.Service)).To(HaveKeyWithValue("version", version), "ConfigMap in %s", p.Targets[env])
 		}
-	}, stack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
+	}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 }
 
 // denyInStaging makes staging's API server refuse the service's ConfigMap at version (a
 // ValidatingAdmissionPolicy bound to staging's target namespace only), and waits until it does.
-func denyInStaging(sc *stack.Scenario, p *pipeline.Pipeline, version string) {
+func denyInStaging(sc *localstack.Scenario, p *pipeline.Pipeline, version string) {
 	sc.T.Helper()
 	name := sc.NS + "-deny-" + version
-	sc.G.Expect(stack.ApplyYAML(sc.Ctx(), sc.Client, []byte(`
+	sc.G.Expect(localstack.ApplyYAML(sc.Ctx(), sc.Client, []byte(`
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: `+name+`}

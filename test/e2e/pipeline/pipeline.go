@@ -1,5 +1,5 @@
 // Package pipeline sets up one service's three-stage delivery pipeline on a running local stack
-// (test/e2e/stack), for the end-to-end scenarios and the demo alike:
+// (test/e2e/localstack), for the end-to-end scenarios and the demo alike:
 //
 //   - dev is applied by a Flux OCIRepository and the Kustomization that applies its artifact; its
 //     Stage takes the newest signed release (semver ">=1.0.0") from the registry, automatically;
@@ -29,7 +29,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 // Environments of the pipeline, in order.
@@ -108,7 +108,7 @@ func (o *Options) defaults() error {
 
 // Pipeline is a service's three Stages and the engines' objects under them.
 type Pipeline struct {
-	Stack     *stack.Stack
+	Stack     *localstack.Stack
 	Namespace string
 	Service   string
 	// Repo is the registry repository (path on Stack.Registry) releases are pushed to.
@@ -132,7 +132,7 @@ type Pipeline struct {
 // namespaces, the cosign key Secret (and the plugin's trust in the key), the engines' objects (at
 // the baseline release) and the four Stages. It returns when everything is created; the Stages
 // then become Ready on their own.
-func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) (*Pipeline, error) {
+func Setup(ctx context.Context, s *localstack.Stack, namespace string, opts Options) (*Pipeline, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) 
 		return nil, fmt.Errorf("failed to push the baseline release %s: %w", BaselineTag, err)
 	}
 	if _, err := s.Git.Commit(ctx, p.GitRepo, "staging environment of "+svc, map[string]string{
-		"staging/configmap.yaml": stack.SubstitutedConfigMap(svc),
+		"staging/configmap.yaml": localstack.SubstitutedConfigMap(svc),
 	}); err != nil {
 		return nil, fmt.Errorf("failed to commit the environment repository %s: %w", p.GitRepo, err)
 	}
@@ -179,7 +179,7 @@ func Setup(ctx context.Context, s *stack.Stack, namespace string, opts Options) 
 	if err := s.ArgoCDOCIRepository(ctx, p.Repo); err != nil {
 		return nil, err
 	}
-	if err := stack.ApplyYAML(ctx, s.Client, []byte(p.enginesYAML())); err != nil {
+	if err := localstack.ApplyYAML(ctx, s.Client, []byte(p.enginesYAML())); err != nil {
 		return nil, fmt.Errorf("failed to apply the Flux and Argo CD objects of the %s pipeline: %w", svc, err)
 	}
 	p.Appliers[Dev] = "OCIRepository/" + p.Stages[Dev]
@@ -230,7 +230,7 @@ func (p *Pipeline) KeySecret() string { return p.Service + "-cosign-keys" }
 // Manifests are a release's files: one ConfigMap named after the service whose data names the
 // version (the simplest object both engines count as healthy without workload controllers).
 func (p *Pipeline) Manifests(version string) map[string]string {
-	return map[string]string{"configmap.yaml": stack.ConfigMap(p.Service, version)}
+	return map[string]string{"configmap.yaml": localstack.ConfigMap(p.Service, version)}
 }
 
 // PluginImage is the second service's image repository, registry-qualified: what its
@@ -264,10 +264,10 @@ template:
 // Git (no STAGECOACH_DIGEST until Stagecoach writes one). Each applier carries its Stage's label.
 func (p *Pipeline) enginesYAML() string {
 	s := p.Stack
-	return stack.FluxOCISourceYAML(p.Namespace, p.Stages[Dev], s.Registry.OCIURL(p.Repo), BaselineTag, p.Stages[Dev], p.Namespace+"-dev") +
-		"---\n" + stack.FluxGitKustomizationYAML(p.Namespace, p.Stages[Staging], s.Git.URL(p.GitRepo), Staging, p.Stages[Staging], p.Targets[Staging], time.Minute) +
-		"---\n" + stack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod") +
-		"---\n" + stack.ArgoCDPluginApplicationYAML(p.Namespace, p.Stages[PluginProd], s.Git.URL(p.PluginGitRepo), "prod", p.Stages[PluginProd], p.Targets[PluginProd])
+	return localstack.FluxOCISourceYAML(p.Namespace, p.Stages[Dev], s.Registry.OCIURL(p.Repo), BaselineTag, p.Stages[Dev], p.Namespace+"-dev") +
+		"---\n" + localstack.FluxGitKustomizationYAML(p.Namespace, p.Stages[Staging], s.Git.URL(p.GitRepo), Staging, p.Stages[Staging], p.Targets[Staging], time.Minute) +
+		"---\n" + localstack.ArgoCDOCIApplicationYAML(p.Namespace, p.Stages[Prod], s.Registry.OCIURL(p.Repo), "", p.Stages[Prod], p.Namespace+"-prod") +
+		"---\n" + localstack.ArgoCDPluginApplicationYAML(p.Namespace, p.Stages[PluginProd], s.Git.URL(p.PluginGitRepo), "prod", p.Stages[PluginProd], p.Targets[PluginProd])
 }
 
 // Signing is how a release is signed.

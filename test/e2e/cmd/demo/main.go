@@ -22,8 +22,8 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/cli"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
 )
 
 // stepTimeout bounds each step of the walk-through; every step takes seconds when things work.
@@ -47,12 +47,12 @@ func say(format string, args ...any) {
 func run(ctx context.Context) (err error) {
 	start := time.Now()
 	say("building what the local stack needs (first run only: kube-apiserver ~4 min, Argo CD ~7 min, the Flux controllers ~7 min on 2 cores; later runs reuse them)")
-	bin, err := stack.Build(ctx, os.Stderr)
+	bin, err := localstack.Build(ctx, os.Stderr)
 	if err != nil {
 		return err
 	}
 	say("binaries ready in %s; starting etcd, kube-apiserver, Argo CD, Flux, a registry, a git server and the stagecoach controller", time.Since(start).Round(time.Second))
-	s, err := stack.Start(ctx, bin, stack.Options{})
+	s, err := localstack.Start(ctx, bin, localstack.Options{})
 	if err != nil {
 		return err
 	}
@@ -141,8 +141,8 @@ func approveWhenAsked(ctx context.Context, p *pipeline.Pipeline, lane, what, dig
 		return err
 	}
 	say("%s waits for an approval: %s", lane, block.Message)
-	say("approving %s for %s as %s", what, lane, stack.AdminUser)
-	if _, err := p.Approve(ctx, p.Stack.Client, stack.AdminUser, lane, digest, "demo: looks good"); err != nil {
+	say("approving %s for %s as %s", what, lane, localstack.AdminUser)
+	if _, err := p.Approve(ctx, p.Stack.Client, localstack.AdminUser, lane, digest, "demo: looks good"); err != nil {
 		return err
 	}
 	return waitVerified(ctx, p, lane, digest)

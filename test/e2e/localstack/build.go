@@ -1,4 +1,4 @@
-package stack
+package localstack
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 )
 
 // Versions of the engines the stack runs. Each is the newest that builds from the Go module proxy
-// here (see test/localstack/build and shared/reference/local-stack.md §2).
+// here (see build/ beside this file and shared/reference/local-stack.md §2).
 const (
 	ArgoCDVersion                 = "v3.6.1"
 	SourceControllerVersion       = "v1.9.0"
@@ -88,7 +88,7 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	progress = &lockedWriter{w: progress}
 	b := &Binaries{RepoRoot: root, StagecoachCRDs: filepath.Join(root, "manifests", "crds")}
 
-	wrappers := filepath.Join(root, "test", "localstack", "build")
+	wrappers := buildModulesDir(root)
 	argocd := goBuild{what: "Argo CD " + ArgoCDVersion, dir: filepath.Join(wrappers, "argocd"), estimate: "about 26 minutes beside the other builds",
 		ldflags: "-X github.com/argoproj/argo-cd/v3/common.version=" + strings.TrimPrefix(ArgoCDVersion, "v") +
 			" -X github.com/argoproj/argo-cd/v3/common.gitTag=" + ArgoCDVersion +
@@ -173,8 +173,14 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	return b, nil
 }
 
+// buildModulesDir holds the modules that build Argo CD and the Flux controllers (build/ beside
+// this package).
+func buildModulesDir(root string) string {
+	return filepath.Join(root, "test", "e2e", "localstack", "build")
+}
+
 // goBuild is one `go build` of one or more main packages of a module (a wrapper module under
-// test/localstack/build, or the checkout) into files in the cache.
+// test/e2e/localstack/build, or the checkout) into files in the cache.
 type goBuild struct {
 	what, dir, ldflags, estimate string
 	outputs                      []output

@@ -1,4 +1,4 @@
-// Package stack runs the end-to-end stack on 127.0.0.1 as plain processes: etcd and kube-apiserver
+// Package localstack runs the end-to-end stack on 127.0.0.1 as plain processes: etcd and kube-apiserver
 // (with a generated CA, tokens, service-account keys and kubeconfigs), Argo CD v3.6.1
 // (application-controller, repo-server, cmp-server with Stagecoach's plugin, and redis from the
 // distribution), Flux source-, kustomize- and notification-controller, an in-memory OCI registry,
@@ -7,7 +7,7 @@
 // Start began.
 //
 // Scenarios share one Stack per test binary (see Scenario); the binaries come from Build.
-package stack
+package localstack
 
 import (
 	"context"

@@ -6,7 +6,7 @@
 // asks for (patch releases of fluxcd/pkg and Kubernetes v0.36.4 here), not exactly its own pins: a
 // deliberate trade for a first build about seven minutes shorter; the end-to-end scenarios are what
 // show the three still work.
-module github.com/stagecoach-dev/stagecoach/test/localstack/build/flux
+module github.com/stagecoach-dev/stagecoach/test/e2e/localstack/build/flux
 
 go 1.26.0
 

@@ -24,10 +24,10 @@ import (
 
 const digest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 
-// repoRoot is Stagecoach's checkout: this package is test/localstack/build/argocd/cmpserver.
+// repoRoot is Stagecoach's checkout: this package is test/e2e/localstack/build/argocd/cmpserver.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", "..", "..", "..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

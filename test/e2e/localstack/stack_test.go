@@ -1,4 +1,4 @@
-package stack
+package localstack
 
 import (
 	"os"
@@ -115,6 +115,17 @@ func TestBinaryName(t *testing.T) {
 	for pkg, want := range cases {
 		t.Run(pkg, func(t *testing.T) {
 			NewWithT(t).Expect(binaryName(pkg)).To(Equal(want))
+		})
+	}
+}
+
+// Build finds the modules that build the engines by path: a move of the folder must fail here,
+// not half an hour into a cold build.
+func TestBuildModulesDir(t *testing.T) {
+	for _, module := range []string{"argocd", "flux"} {
+		t.Run(module, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(filepath.Join(buildModulesDir(RepoRoot()), module, "go.mod")).To(BeARegularFile())
 		})
 	}
 }

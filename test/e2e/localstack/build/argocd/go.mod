@@ -3,7 +3,7 @@
 // management plugin through Argo CD's cmp-server package (./cmpserver). It is its own module because
 // Argo CD needs the replace block below (restated from its go.mod; replaces in dependencies are
 // ignored) and Go >= 1.27.
-module github.com/stagecoach-dev/stagecoach/test/localstack/build/argocd
+module github.com/stagecoach-dev/stagecoach/test/e2e/localstack/build/argocd
 
 go 1.27.0
 

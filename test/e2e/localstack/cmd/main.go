@@ -1,7 +1,7 @@
 // Command localstack builds and runs the end-to-end stack outside of tests.
 //
-//	go run ./cmd/localstack build   # build what is missing into the cache, with progress
-//	go run ./cmd/localstack up      # start the stack, print the kubeconfig, stop on Ctrl-C
+//	go run ./localstack/cmd build   # build what is missing into the cache, with progress (from test/e2e)
+//	go run ./localstack/cmd up      # start the stack, print the kubeconfig, stop on Ctrl-C
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stagecoach-dev/stagecoach/test/e2e/stack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
 func main() {
@@ -30,7 +30,7 @@ func main() {
 
 func run(ctx context.Context, verb string) error {
 	start := time.Now()
-	bin, err := stack.Build(ctx, os.Stderr)
+	bin, err := localstack.Build(ctx, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func run(ctx context.Context, verb string) error {
 	if verb == "build" {
 		return nil
 	}
-	s, err := stack.Start(ctx, bin, stack.Options{})
+	s, err := localstack.Start(ctx, bin, localstack.Options{})
 	if err != nil {
 		return err
 	}

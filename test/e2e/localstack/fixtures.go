@@ -1,4 +1,4 @@
-package stack
+package localstack
 
 import (
 	"archive/tar"
