@@ -174,6 +174,10 @@ func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
 	blocking, unmediated := v.engine.Validate(v.obj)
 	if blocking != nil {
 		v.ready, v.reason, v.message = false, blocking.Reason, blocking.Message
+		if blocking.Reason == stagecoachv1.ReasonApplierMultiSource {
+			// More than one source decides what runs: say so on Mediated too, not just on Ready.
+			unmediated = blocking
+		}
 	}
 	v.unmediated = unmediated
 }
@@ -181,10 +185,10 @@ func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
 func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	stage.Status.Applier = v.applier
 	switch {
-	case v.engine == nil || !v.ready:
-		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	case v.unmediated != nil:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
+	case v.engine == nil || !v.ready:
+		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	default:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
 			fmt.Sprintf("%s '%s/%s': only the promoted digest decides what it runs", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))
