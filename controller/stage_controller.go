@@ -79,8 +79,9 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.checks.retain(req.NamespacedName, nil) // a deleted Stage's checks stop
+			return ctrl.Result{}, r.orphans(ctx, req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	// One status writer: whatever the steps below decide is patched by commit, and a changed
 	// Ready becomes an event.

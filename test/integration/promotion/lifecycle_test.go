@@ -398,3 +398,23 @@ func TestFreezeHoldsPromotions(t *testing.T) {
 	eventuallyPhase(t, ns, "by-hand", stagecoachv1.PhaseSucceeded)
 	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionFrozen, metav1.ConditionFalse, stagecoachv1.ReasonUnfrozen, "no Freeze holds the Stage")
 }
+
+// A Promotion for a Stage that does not exist says so and proceeds once the Stage appears; a
+// Stage deleted under a running Promotion ends it as Aborted, saying why.
+func TestPromotionOfAMissingStage(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	newApplication(t, ns, "prod", ociSpec(ns))
+	startController(t, nil)
+
+	newPromotion(t, ns, "early", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	p := eventuallyPhase(t, ns, "early", stagecoachv1.PhasePending)
+	g.Expect(p.Status.Message).To(Equal(fmt.Sprintf("waiting: Stage %s/prod does not exist: create it, or delete this Promotion and create one naming an existing Stage in spec.stage", ns)))
+
+	stage := newStage(t, ns, "prod", nil)
+	eventuallyPhase(t, ns, "early", stagecoachv1.PhaseRunning)
+
+	g.Expect(env.Client.Delete(t.Context(), stage)).To(Succeed())
+	p = eventuallyPhase(t, ns, "early", stagecoachv1.PhaseAborted)
+	g.Expect(p.Status.Message).To(Equal(fmt.Sprintf("aborted: Stage %s/prod was deleted while this Promotion was running", ns)))
+}
