@@ -104,6 +104,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := stages.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
+	freezes := &FreezeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		ClusterFreezeNamespace: opts.ClusterFreezeNamespace, Clock: opts.Clock}
+	if err := freezes.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("failed to set up the Freeze controller: %w", err)
+	}
 	if err := addHooks(mgr, opts, stages); err != nil {
 		return nil, err
 	}

@@ -139,6 +139,9 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 		}
 	}
 	run.freezes = plan.ActiveFreezes(run.stage, nsLabels, list.Items, run.r.ClusterFreezeNamespace, run.now)
+	if c := plan.FrozenByFreezes(run.stage, run.freezes); c != nil {
+		run.setStageCondition(c.Type, c.Status, c.Reason, c.Message)
+	}
 	return nil
 }
 

@@ -79,8 +79,9 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.checks.retain(req.NamespacedName, nil) // a deleted Stage's checks stop
+			return ctrl.Result{}, r.orphans(ctx, req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	// One status writer: whatever the steps below decide is patched by commit, and a changed
 	// Ready becomes an event.
@@ -174,6 +175,10 @@ func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
 	blocking, unmediated := v.engine.Validate(v.obj)
 	if blocking != nil {
 		v.ready, v.reason, v.message = false, blocking.Reason, blocking.Message
+		if blocking.Reason == stagecoachv1.ReasonApplierMultiSource {
+			// More than one source decides what runs: say so on Mediated too, not just on Ready.
+			unmediated = blocking
+		}
 	}
 	v.unmediated = unmediated
 }
@@ -181,10 +186,10 @@ func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
 func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	stage.Status.Applier = v.applier
 	switch {
-	case v.engine == nil || !v.ready:
-		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	case v.unmediated != nil:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
+	case v.engine == nil || !v.ready:
+		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	default:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
 			fmt.Sprintf("%s '%s/%s': only the promoted digest decides what it runs", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))

@@ -23,6 +23,12 @@ const (
 	PromotionConditionBreakGlass = "BreakGlass"
 )
 
+// Condition types of a Freeze.
+const (
+	// FreezeConditionActive is True while the Freeze holds the Stages in its status.stages.
+	FreezeConditionActive = "Active"
+)
+
 // Labels and annotations Stagecoach puts on the objects it creates and on appliers.
 const (
 	// PromotionStageLabel on a Promotion names its Stage, for selection.

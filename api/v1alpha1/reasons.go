@@ -43,6 +43,10 @@ const (
 	ReasonCheckFailed       = "CheckFailed"
 	// ReasonHeld: Stalled while automation holds after a failure, until a person promotes.
 	ReasonHeld = "Held"
+	// Reasons of a Freeze's Active condition.
+	ReasonFreezeHolding     = "Holding"
+	ReasonFreezeEnded       = "Ended"
+	ReasonFreezeNotHonoured = "NotHonoured"
 	// ReasonPassedByBreakGlass: a Promotion's BreakGlass condition.
 	ReasonPassedByBreakGlass = "PassedByBreakGlass"
 )

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -44,8 +43,8 @@ var automationGates = []struct {
 		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSuspended, Message: "the Stage is suspended: set spec.suspend to false"}
 	}},
 	{stagecoachv1.GateFreeze, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen)
-		if frozen == nil || frozen.Status != metav1.ConditionTrue {
+		frozen := StageFrozen(stage) // Freeze objects are CandidateBlocks' to list
+		if frozen == nil {
 			return nil
 		}
 		return &stagecoachv1.GateBlock{Reason: frozen.Reason, Message: frozen.Message}

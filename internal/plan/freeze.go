@@ -2,7 +2,10 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -62,4 +65,38 @@ func FreezeBlocks(freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
 		blocks = append(blocks, stagecoachv1.GateBlock{Gate: stagecoachv1.GateFreeze, Reason: stagecoachv1.ReasonFrozen, Message: DescribeFreeze(f), Until: f.Spec.Until})
 	}
 	return blocks
+}
+
+// StageFrozen is the Stage's Frozen condition when a foreign write or a Freeze Promotion froze it
+// (only an Unfreeze ends that); nil when it is not frozen, or only Freeze objects hold it (those
+// are asked through ActiveFreezes, and end by themselves).
+func StageFrozen(stage *stagecoachv1.Stage) *metav1.Condition {
+	c := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason == stagecoachv1.ReasonFrozen {
+		return nil
+	}
+	return c
+}
+
+// FrozenByFreezes is the Stage's Frozen condition while Freeze objects hold it: True naming them
+// and when each ends, or False once none does; nil when it should stay as it is (a foreign
+// write's or a Freeze Promotion's freeze comes first, and a Stage no Freeze ever held has none).
+func FrozenByFreezes(stage *stagecoachv1.Stage, freezes []stagecoachv1.Freeze) *metav1.Condition {
+	current := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen)
+	if StageFrozen(stage) != nil {
+		return nil
+	}
+	if len(freezes) == 0 {
+		if current == nil || current.Reason != stagecoachv1.ReasonFrozen {
+			return nil
+		}
+		return &metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonUnfrozen,
+			Message: "no Freeze holds the Stage any more"}
+	}
+	held := make([]string, 0, len(freezes))
+	for _, f := range freezes {
+		held = append(held, DescribeFreeze(f))
+	}
+	return &metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonFrozen,
+		Message: strings.Join(held, "; ")}
 }

@@ -67,3 +67,41 @@ func TestFreezeBlocks(t *testing.T) {
 	g.Expect(blocks[0].Message).To(Equal("Freeze prod/q4 (quarter end) holds it until 2026-11-30T13:00:00Z"))
 	g.Expect(blocks[0].Until).To(Equal(&until))
 }
+
+func TestFrozenByFreezes(t *testing.T) {
+	freeze := stagecoachv1.Freeze{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "q4"}, Spec: stagecoachv1.FreezeSpec{Reason: "quarter end"}}
+	cond := func(reason string, status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: stagecoachv1.ConditionFrozen, Status: status, Reason: reason}}
+	}
+	for _, tc := range []struct {
+		name       string
+		conditions []metav1.Condition
+		freezes    []stagecoachv1.Freeze
+		wantStatus metav1.ConditionStatus // "" when the condition stays as it is
+		wantReason string
+	}{
+		{name: "a Freeze holds a Stage that was not frozen", freezes: []stagecoachv1.Freeze{freeze},
+			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonFrozen},
+		{name: "a foreign write's freeze comes first", conditions: cond(stagecoachv1.ReasonForeignWrite, metav1.ConditionTrue),
+			freezes: []stagecoachv1.Freeze{freeze}},
+		{name: "the Freeze ended", conditions: cond(stagecoachv1.ReasonFrozen, metav1.ConditionTrue),
+			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonUnfrozen},
+		{name: "never held, still not", conditions: nil},
+		{name: "unfrozen by a person stays so", conditions: cond(stagecoachv1.ReasonUnfrozen, metav1.ConditionFalse)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			stage := &stagecoachv1.Stage{Status: stagecoachv1.StageStatus{Conditions: tc.conditions}}
+			got := FrozenByFreezes(stage, tc.freezes)
+			if tc.wantStatus == "" {
+				g.Expect(got).To(BeNil())
+				return
+			}
+			g.Expect(got.Status).To(Equal(tc.wantStatus))
+			g.Expect(got.Reason).To(Equal(tc.wantReason))
+			if tc.wantStatus == metav1.ConditionTrue {
+				g.Expect(got.Message).To(ContainSubstring("Freeze prod/q4 (quarter end) holds it until it is deleted"))
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
@@ -285,6 +286,38 @@ func TestQueuedMessage(t *testing.T) {
 				got[p.Name] = q.QueuedMessage(p)
 			}
 			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestOrphaned(t *testing.T) {
+	stage := types.NamespacedName{Namespace: "prod", Name: "payments"}
+	missing := "waiting: Stage prod/payments does not exist: create it, or delete this Promotion and create one naming an existing Stage in spec.stage"
+	withStatus := func(phase stagecoachv1.PromotionPhase, message string) *stagecoachv1.Promotion {
+		return &stagecoachv1.Promotion{Status: stagecoachv1.PromotionStatus{Phase: phase, Message: message}}
+	}
+	for _, tc := range []struct {
+		name      string
+		p         *stagecoachv1.Promotion
+		wantPhase stagecoachv1.PromotionPhase
+		wantMsg   string
+		wantWrite bool
+	}{
+		{name: "new, for a Stage that does not exist: waits, saying so", p: withStatus("", ""),
+			wantPhase: stagecoachv1.PhasePending, wantMsg: missing, wantWrite: true},
+		{name: "already says so: nothing to write", p: withStatus(stagecoachv1.PhasePending, missing)},
+		{name: "running when its Stage was deleted: aborted", p: withStatus(stagecoachv1.PhaseRunning, "applied"),
+			wantPhase: stagecoachv1.PhaseAborted, wantMsg: "aborted: Stage prod/payments was deleted while this Promotion was running", wantWrite: true},
+		{name: "queued when its Stage was deleted: aborted", p: withStatus(stagecoachv1.PhasePending, "queued: Promotion x runs on Stage payments; this is 1 of 1 waiting"),
+			wantPhase: stagecoachv1.PhaseAborted, wantMsg: "was deleted while this Promotion was pending", wantWrite: true},
+		{name: "finished: left alone", p: withStatus(stagecoachv1.PhaseSucceeded, "verified")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			phase, msg, write := Orphaned(tc.p, stage)
+			g.Expect(write).To(Equal(tc.wantWrite))
+			g.Expect(phase).To(Equal(tc.wantPhase))
+			g.Expect(msg).To(ContainSubstring(tc.wantMsg))
 		})
 	}
 }

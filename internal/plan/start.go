@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
@@ -30,8 +27,7 @@ type Admission struct {
 // Admit decides whether a waiting Promotion may start on the Stage, held by the Freezes that hold
 // it now.
 func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stagecoachv1.Freeze) Admission {
-	if frozen := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen); frozen != nil &&
-		frozen.Status == metav1.ConditionTrue && !p.Spec.BreakGlass {
+	if frozen := StageFrozen(stage); frozen != nil && !p.Spec.BreakGlass {
 		return Admission{Wait: "waiting: Stage " + stage.Name + " is frozen (" + frozen.Message + "); an Unfreeze Promotion or break-glass lets it start"}
 	}
 	if stage.Spec.Suspend {

@@ -90,9 +90,12 @@ func TestFreezeGuard(t *testing.T) {
 	grantEveryone(t, "stagecoach-freezer", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"freezes"},
 		Verbs: []string{"get", "list", "create"}})
 	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "approval-guard.yaml"))
-	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "stagecoach-system"}}
-	if err := env.Client.Create(t.Context(), system); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	// Its own team namespace: other tests count the Freezes of theirs.
+	const team = "team-freezer"
+	for _, name := range []string{"stagecoach-system", team} {
+		if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	alice := as(t, "alice")
 	freeze := func(namespace, name string, everywhere bool) *stagecoachv1.Freeze {
@@ -105,7 +108,7 @@ func TestFreezeGuard(t *testing.T) {
 	probes := 0
 	g.Eventually(func() error {
 		probes++
-		return alice.Create(t.Context(), freeze(ns, fmt.Sprintf("probe-%d", probes), true))
+		return alice.Create(t.Context(), freeze(team, fmt.Sprintf("probe-%d", probes), true))
 	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("selects namespaces (spec.namespaceSelector), which only a Freeze in stagecoach-system may do")))
 
 	for _, tc := range []struct {
@@ -113,8 +116,8 @@ func TestFreezeGuard(t *testing.T) {
 		freeze  *stagecoachv1.Freeze
 		wantErr string
 	}{
-		{name: "a Freeze of the own namespace", freeze: freeze(ns, "mine", false)},
-		{name: "a cluster-wide Freeze from a team's namespace", freeze: freeze(ns, "everyone", true),
+		{name: "a Freeze of the own namespace", freeze: freeze(team, "mine", false)},
+		{name: "a cluster-wide Freeze from a team's namespace", freeze: freeze(team, "everyone", true),
 			wantErr: "Freeze everyone selects namespaces (spec.namespaceSelector), which only a Freeze in stagecoach-system may do"},
 		{name: "a cluster-wide Freeze from the controller's namespace", freeze: freeze("stagecoach-system", "quarter-end", true)},
 	} {

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,9 +28,11 @@ func TestArgoCDApplierValidation(t *testing.T) {
 		msg        string
 		fix        func(spec map[string]any)
 		fixedReady bool
+		// mediatedFalse: Mediated turns False with the same reason (it must not just disappear).
+		mediatedFalse bool
 	}{
 		{name: "multi-source", condType: stagecoachv1.ConditionReady, status: metav1.ConditionFalse, reason: stagecoachv1.ReasonApplierMultiSource,
-			msg: "has 2 entries in spec.sources",
+			msg: "has 2 entries in spec.sources", mediatedFalse: true,
 			mutate: func(s map[string]any) {
 				src := s["source"]
 				delete(s, "source")
@@ -67,6 +71,9 @@ func TestArgoCDApplierValidation(t *testing.T) {
 			newStage(t, ns, "payments", nil)
 			eventuallyCondition(t, ns, "payments", tc.condType, tc.status, tc.reason, fmt.Sprintf("Application '%s/payments'", ns))
 			eventuallyCondition(t, ns, "payments", tc.condType, tc.status, tc.reason, tc.msg)
+			if tc.mediatedFalse {
+				eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionMediated, metav1.ConditionFalse, tc.reason, tc.msg)
+			}
 			if tc.fix != nil {
 				app.update(func(u *unstructured.Unstructured) {
 					s, _, _ := unstructured.NestedMap(u.Object, "spec")
@@ -350,6 +357,19 @@ func TestFreezeHoldsPromotions(t *testing.T) {
 			HaveField("Until", Equal(&until)))))
 	}, timeout, interval).Should(Succeed())
 
+	// The Freeze says which Stages it holds and until when; the held Stage says which Freeze holds it.
+	g.Eventually(func(g Gomega) {
+		f := &stagecoachv1.Freeze{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(freeze), f)).To(Succeed())
+		g.Expect(f.Status.Stages).To(ContainElement(ns + "/prod"))
+		active := meta.FindStatusCondition(f.Status.Conditions, stagecoachv1.FreezeConditionActive)
+		g.Expect(active).NotTo(BeNil())
+		g.Expect(active.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(active.Message).To(ContainSubstring("until " + until.UTC().Format(time.RFC3339)))
+	}, timeout, interval).Should(Succeed())
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonFrozen,
+		fmt.Sprintf("Freeze %s/quarter-end (quarter end) holds it until %s", ns, until.UTC().Format(time.RFC3339)))
+
 	// A person's Promotion waits; a break-glass one starts, and says it broke the glass.
 	newPromotion(t, ns, "by-hand", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
 	g.Eventually(func(g Gomega) {
@@ -364,7 +384,10 @@ func TestFreezeHoldsPromotions(t *testing.T) {
 	// (Its status message moves on at once; the event below keeps what it broke.)
 	eventuallyPhase(t, ns, "glass", stagecoachv1.PhaseRunning)
 	prodApp.deploy(digest(1), false, "Succeeded", "Healthy")
-	eventuallyPhase(t, ns, "glass", stagecoachv1.PhaseSucceeded)
+	glass := eventuallyPhase(t, ns, "glass", stagecoachv1.PhaseSucceeded)
+	// What it broke stays on the Promotion, after its message moved on.
+	g.Expect(meta.FindStatusCondition(glass.Status.Conditions, stagecoachv1.PromotionConditionBreakGlass)).To(
+		PointTo(HaveField("Message", ContainSubstring("started with break-glass although Freeze "+ns+"/quarter-end"))))
 	g.Expect(getPromotion(g, t.Context(), ns, "by-hand").Status.Phase).To(Equal(stagecoachv1.PhasePending))
 	g.Eventually(func(g Gomega) {
 		g.Expect(eventNotes(g, t.Context(), ns, "BreakGlass", "prod")).To(ContainElement(ContainSubstring("Promotion glass started with break-glass although Freeze " + ns + "/quarter-end")))
@@ -373,4 +396,25 @@ func TestFreezeHoldsPromotions(t *testing.T) {
 	// Deleting the Freeze lets the waiting Promotion start (v1 already runs, so it lands at once).
 	g.Expect(env.Client.Delete(t.Context(), freeze)).To(Succeed())
 	eventuallyPhase(t, ns, "by-hand", stagecoachv1.PhaseSucceeded)
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionFrozen, metav1.ConditionFalse, stagecoachv1.ReasonUnfrozen, "no Freeze holds the Stage")
+}
+
+// A Promotion for a Stage that does not exist says so and proceeds once the Stage appears; a
+// Stage deleted under a running Promotion ends it as Aborted, saying why.
+func TestPromotionOfAMissingStage(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	newApplication(t, ns, "prod", ociSpec(ns))
+	startController(t, nil)
+
+	newPromotion(t, ns, "early", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	p := eventuallyPhase(t, ns, "early", stagecoachv1.PhasePending)
+	g.Expect(p.Status.Message).To(Equal(fmt.Sprintf("waiting: Stage %s/prod does not exist: create it, or delete this Promotion and create one naming an existing Stage in spec.stage", ns)))
+
+	stage := newStage(t, ns, "prod", nil)
+	eventuallyPhase(t, ns, "early", stagecoachv1.PhaseRunning)
+
+	g.Expect(env.Client.Delete(t.Context(), stage)).To(Succeed())
+	p = eventuallyPhase(t, ns, "early", stagecoachv1.PhaseAborted)
+	g.Expect(p.Status.Message).To(Equal(fmt.Sprintf("aborted: Stage %s/prod was deleted while this Promotion was running", ns)))
 }

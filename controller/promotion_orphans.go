@@ -1,0 +1,40 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+)
+
+// orphans says on the unfinished Promotions of a Stage that does not exist what becomes of them
+// (plan.Orphaned): they wait for it, or end Aborted when it was deleted under them. A Promotion
+// naming a missing Stage is mapped to this Stage's key by the Promotion watch, so it comes here.
+func (r *StageReconciler) orphans(ctx context.Context, stage client.ObjectKey) error {
+	var list stagecoachv1.PromotionList
+	if err := r.List(ctx, &list, client.InNamespace(stage.Namespace), client.MatchingFields{promotionStageIndexKey: stage.Name}); err != nil {
+		return fmt.Errorf("failed to list the Promotions of missing Stage %s: %w", stage, err)
+	}
+	status := promotionStatus{c: r.Client, now: r.clock().Now()}
+	for i := range list.Items {
+		p := &list.Items[i]
+		phase, message, write := plan.Orphaned(p, stage)
+		if !write {
+			continue
+		}
+		status.track(p)
+		var err error
+		if phase == stagecoachv1.PhaseAborted {
+			err = status.finish(ctx, p, phase, message)
+		} else {
+			err = status.markWaiting(ctx, p, message)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
