@@ -82,15 +82,16 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
 	stages := &StageReconciler{
-		Identity:             whoAmI(ctx, mgr.GetClient()),
-		Registry:             &registry.Lister{},
-		CheckPluginDir:       opts.CheckPluginDir,
-		Client:               mgr.GetClient(),
-		APIReader:            mgr.GetAPIReader(),
-		RESTMapper:           mgr.GetRESTMapper(),
-		Events:               mgr.GetEventRecorder(ControllerName),
-		ApplierRetryInterval: opts.ApplierRetryInterval,
-		Clock:                opts.Clock,
+		Identity:                  whoAmI(ctx, mgr.GetClient()),
+		Registry:                  &registry.Lister{},
+		CheckPluginDir:            opts.CheckPluginDir,
+		AllowInternalCheckTargets: opts.AllowInternalCheckTargets,
+		Client:                    mgr.GetClient(),
+		APIReader:                 mgr.GetAPIReader(),
+		RESTMapper:                mgr.GetRESTMapper(),
+		Events:                    mgr.GetEventRecorder(ControllerName),
+		ApplierRetryInterval:      opts.ApplierRetryInterval,
+		Clock:                     opts.Clock,
 	}
 	if opts.EventsAddr != "" {
 		recorder, err := fluxevents.NewRecorder(ctrl.Log.WithName("flux-events"), opts.EventsAddr, ControllerName,

@@ -33,6 +33,9 @@ type Options struct {
 	ApplierRetryInterval time.Duration
 	// CheckPluginDir holds the check plugin binaries Stages name (spec...checks[].plugin.name).
 	CheckPluginDir string
+	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and unspecified
+	// addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain).
+	AllowInternalCheckTargets bool
 
 	// Not flags: hooks for tests that run several managers in one process, or count what the
 	// controller writes.
@@ -80,6 +83,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
 	fs.StringVar(&o.CheckPluginDir, "check-plugin-dir", o.CheckPluginDir,
 		"Directory of the check plugin binaries that Stages name; each runs only if its SHA-256 matches the Stage's.")
+	fs.BoolVar(&o.AllowInternalCheckTargets, "allow-internal-check-targets", o.AllowInternalCheckTargets,
+		"Let HTTP checks call loopback, link-local and unspecified addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain); refused by default, so that a Stage cannot probe what only the controller reaches.")
 }
 
 // Validate reports the first bad option, naming the flag and what it accepts.
