@@ -28,6 +28,10 @@ type Options struct {
 	HooksBindAddress       string
 	FluxHookSecret         string
 	ArgoCDHookSecret       string
+	// HooksTLSCertFile and HooksTLSKeyFile (both or neither) make the hooks serve TLS; mount
+	// a kubernetes.io/tls Secret and name its tls.crt and tls.key. Re-read when they change.
+	HooksTLSCertFile string
+	HooksTLSKeyFile  string
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
@@ -79,6 +83,10 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Secret (namespace/name) whose key 'token' is the HMAC key of the Flux generic-hmac Provider; empty disables /hooks/flux.")
 	fs.StringVar(&o.ArgoCDHookSecret, "argocd-hook-secret", o.ArgoCDHookSecret,
 		"Secret (namespace/name) whose key 'token' is the bearer token of the Argo CD notifications webhook; empty disables /hooks/argocd.")
+	fs.StringVar(&o.HooksTLSCertFile, "hooks-tls-cert-file", o.HooksTLSCertFile,
+		"PEM certificate the hooks serve TLS with (for example tls.crt of a mounted kubernetes.io/tls Secret); needs --hooks-tls-key-file; empty serves plain HTTP.")
+	fs.StringVar(&o.HooksTLSKeyFile, "hooks-tls-key-file", o.HooksTLSKeyFile,
+		"PEM private key of --hooks-tls-cert-file.")
 	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
 	fs.StringVar(&o.CheckPluginDir, "check-plugin-dir", o.CheckPluginDir,
@@ -112,6 +120,9 @@ func (o *Options) Validate() error {
 		if _, err := parseSecretRef(ref); ref != "" && err != nil {
 			return fmt.Errorf("invalid %s %q: %w", flag, ref, err)
 		}
+	}
+	if (o.HooksTLSCertFile == "") != (o.HooksTLSKeyFile == "") {
+		return fmt.Errorf("invalid --hooks-tls-cert-file %q and --hooks-tls-key-file %q: set both or neither", o.HooksTLSCertFile, o.HooksTLSKeyFile)
 	}
 	for _, ns := range o.WatchNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
