@@ -53,7 +53,7 @@ func TestCheckRunsRetain(t *testing.T) {
 
 			var mu sync.Mutex
 			var woken []reconcile.Request
-			runs := &checkRuns{runner: &check.Runner{}, baseCtx: t.Context(), wake: func(r []reconcile.Request) {
+			runs := &checkRuns{runner: &check.Runner{AllowInternalTargets: true}, baseCtx: t.Context(), wake: func(r []reconcile.Request) {
 				mu.Lock()
 				defer mu.Unlock()
 				woken = append(woken, r...)

@@ -25,7 +25,10 @@ import (
 )
 
 // MaxHookBody is the largest hook payload accepted; Flux events are a few KiB.
-const MaxHookBody = 1 << 20
+const MaxHookBody = 64 << 10
+
+// DefaultMaxHookRequests bounds the requests the hooks serve at once; more are answered 503.
+const DefaultMaxHookRequests = 32
 
 // HookEvent is what a hook payload tells: which object the engine reported on. The decision is
 // always made again from the objects themselves; the payload only says whom to wake.
@@ -91,29 +94,69 @@ type Hooks struct {
 	Lookup func(ctx context.Context, e HookEvent) []reconcile.Request
 	// Wake enqueues Stages.
 	Wake func(reqs []reconcile.Request)
+	// MaxInFlight bounds concurrent requests (DefaultMaxHookRequests when 0).
+	MaxInFlight int
+	// Leading reports whether this replica runs the Stage controller and so can act on a hook;
+	// nil means always. Every replica serves the hooks, a replica not leading answers 503 so that
+	// the sender's retry reaches another one.
+	Leading func() bool
+
+	inFlight chan struct{}
 }
 
 // Handler returns the hooks' HTTP handler.
 func (h *Hooks) Handler() http.Handler {
+	n := h.MaxInFlight
+	if n <= 0 {
+		n = DefaultMaxHookRequests
+	}
+	h.inFlight = make(chan struct{}, n)
 	mux := http.NewServeMux()
 	if h.FluxToken != nil {
-		mux.HandleFunc("/hooks/flux", h.serve(h.verifyFlux, DecodeFluxEvent))
+		mux.HandleFunc("/hooks/flux", h.serve(h.checkFluxHeader, h.verifyFlux, DecodeFluxEvent))
 	}
 	if h.ArgoCDToken != nil {
-		mux.HandleFunc("/hooks/argocd", h.serve(h.verifyArgoCD, DecodeArgoCDEvent))
+		mux.HandleFunc("/hooks/argocd", h.serve(h.verifyArgoCD, nil, DecodeArgoCDEvent))
 	}
 	return mux
 }
 
-type verifier func(r *http.Request, body []byte) (ok bool, status int, msg string)
+// headerCheck authenticates what it can from the headers alone, before the body is read.
+type headerCheck func(r *http.Request) (ok bool, status int, msg string)
 
-func (h *Hooks) serve(verify verifier, decode func([]byte) (HookEvent, error)) http.HandlerFunc {
+// bodyCheck authenticates the body (Flux signs it).
+type bodyCheck func(r *http.Request, body []byte) (ok bool, status int, msg string)
+
+// serve bounds, authenticates, then reads: a request that is not from the engine costs no more
+// than its headers (and, for Flux, whose signature covers the body, at most MaxHookBody).
+func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (HookEvent, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "use POST", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHookBody))
+		select {
+		case h.inFlight <- struct{}{}:
+			defer func() { <-h.inFlight }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many hook requests at once; retry", http.StatusServiceUnavailable)
+			return
+		}
+		if h.Leading != nil && !h.Leading() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "this replica is not the leader and does not act on hooks; retry", http.StatusServiceUnavailable)
+			return
+		}
+		if r.ContentLength > MaxHookBody {
+			http.Error(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if ok, status, msg := headers(r); !ok {
+			http.Error(w, msg, status)
+			return
+		}
+		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHookBody))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
@@ -123,11 +166,13 @@ func (h *Hooks) serve(verify verifier, decode func([]byte) (HookEvent, error)) h
 			http.Error(w, "cannot read body", http.StatusBadRequest)
 			return
 		}
-		if ok, status, msg := verify(r, body); !ok {
-			http.Error(w, msg, status)
-			return
+		if body != nil {
+			if ok, status, msg := body(r, payload); !ok {
+				http.Error(w, msg, status)
+				return
+			}
 		}
-		event, err := decode(body)
+		event, err := decode(payload)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -139,12 +184,12 @@ func (h *Hooks) serve(verify verifier, decode func([]byte) (HookEvent, error)) h
 	}
 }
 
-// verifyFlux checks X-Signature: <alg>=<hex HMAC of the raw body> (generic-hmac Provider).
-func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
-	header := r.Header.Get("X-Signature")
+// ParseSignature reads X-Signature: <alg>=<hex HMAC> (Flux's generic-hmac Provider): the hash
+// and the MAC, whose length must be the hash's.
+func ParseSignature(header string) (func() hash.Hash, []byte, error) {
 	alg, sig, found := strings.Cut(header, "=")
 	if header == "" || !found {
-		return false, http.StatusUnauthorized, "missing X-Signature: <alg>=<hex>"
+		return nil, nil, errors.New("missing X-Signature: <alg>=<hex>")
 	}
 	var newHash func() hash.Hash
 	switch alg {
@@ -155,11 +200,35 @@ func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
 	case "sha1":
 		newHash = sha1.New
 	default:
-		return false, http.StatusUnauthorized, "unsupported signature algorithm " + alg
+		return nil, nil, errors.New("unsupported X-Signature algorithm: use sha256, sha512 or sha1")
 	}
-	want, err := hex.DecodeString(sig)
+	mac, err := hex.DecodeString(sig)
 	if err != nil {
-		return false, http.StatusUnauthorized, "X-Signature is not hex"
+		return nil, nil, errors.New("X-Signature is not hex")
+	}
+	if len(mac) != newHash().Size() {
+		return nil, nil, fmt.Errorf("X-Signature %s MAC has %d bytes, want %d", alg, len(mac), newHash().Size())
+	}
+	return newHash, mac, nil
+}
+
+// checkFluxHeader refuses a request whose signature header cannot be right, or when the key
+// cannot be read, before its body is read.
+func (h *Hooks) checkFluxHeader(r *http.Request) (bool, int, string) {
+	if _, _, err := ParseSignature(r.Header.Get("X-Signature")); err != nil {
+		return false, http.StatusUnauthorized, err.Error()
+	}
+	if _, err := h.FluxToken(r.Context()); err != nil {
+		return false, http.StatusServiceUnavailable, "hook secret unavailable"
+	}
+	return true, 0, ""
+}
+
+// verifyFlux checks the HMAC of the raw body.
+func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
+	newHash, want, err := ParseSignature(r.Header.Get("X-Signature"))
+	if err != nil {
+		return false, http.StatusUnauthorized, err.Error()
 	}
 	key, err := h.FluxToken(r.Context())
 	if err != nil {
@@ -174,7 +243,7 @@ func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
 }
 
 // verifyArgoCD checks Authorization: Bearer <token>, in constant time.
-func (h *Hooks) verifyArgoCD(r *http.Request, _ []byte) (bool, int, string) {
+func (h *Hooks) verifyArgoCD(r *http.Request) (bool, int, string) {
 	got, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found || got == "" {
 		return false, http.StatusUnauthorized, "missing Authorization: Bearer <token>"
@@ -191,27 +260,45 @@ func (h *Hooks) verifyArgoCD(r *http.Request, _ []byte) (bool, int, string) {
 	return true, 0, ""
 }
 
-// CachedSecretKey reads one key of a Secret through reader, keeping it for ttl so that
-// unauthenticated requests cannot make the controller hammer the API server.
+// SecretFailureTTL is how long a failed Secret read is remembered: a flood of requests while the
+// Secret is missing or unreadable costs the API server one read per SecretFailureTTL.
+const SecretFailureTTL = 5 * time.Second
+
+// CachedSecretKey reads one key of a Secret through reader, keeping it for ttl (and a failure for
+// SecretFailureTTL) so that unauthenticated requests cannot make the controller hammer the API
+// server.
 func CachedSecretKey(reader client.Reader, key client.ObjectKey, field string, ttl time.Duration) SecretReader {
 	var mu sync.Mutex
 	var value []byte
-	var fetched time.Time
+	var fetched, failedAt time.Time
+	var failure error
 	return func(ctx context.Context) ([]byte, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if value != nil && time.Since(fetched) < ttl {
 			return value, nil
 		}
-		secret := &corev1.Secret{}
-		if err := reader.Get(ctx, key, secret); err != nil {
-			return nil, fmt.Errorf("failed to read Secret %s: %w", key, err)
+		if failure != nil && time.Since(failedAt) < SecretFailureTTL {
+			return nil, failure
 		}
-		v, ok := secret.Data[field]
-		if !ok || len(v) == 0 {
-			return nil, fmt.Errorf("secret %s has no key %q", key, field)
+		v, err := readSecretKey(ctx, reader, key, field)
+		if err != nil {
+			failure, failedAt = err, time.Now()
+			return nil, err
 		}
-		value, fetched = v, time.Now()
+		value, fetched, failure = v, time.Now(), nil
 		return value, nil
 	}
+}
+
+func readSecretKey(ctx context.Context, reader client.Reader, key client.ObjectKey, field string) ([]byte, error) {
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("failed to read Secret %s: %w", key, err)
+	}
+	v, ok := secret.Data[field]
+	if !ok || len(v) == 0 {
+		return nil, fmt.Errorf("secret %s has no key %q", key, field)
+	}
+	return v, nil
 }

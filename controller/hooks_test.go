@@ -3,17 +3,33 @@ package controller
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -54,6 +70,7 @@ func (r *recorder) hooks() *Hooks {
 
 func TestHooks(t *testing.T) {
 	big := strings.Repeat("x", 2<<20)
+	justOver := strings.Repeat("x", MaxHookBody+1)
 	cases := []struct {
 		name       string
 		method     string
@@ -76,6 +93,11 @@ func TestHooks(t *testing.T) {
 			wantStatus: http.StatusUnauthorized},
 		{name: "2 MiB body", path: "/hooks/flux", body: big, header: map[string]string{"X-Signature": sign("flux-key", big)},
 			wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "64 KiB and one byte", path: "/hooks/flux", body: justOver, header: map[string]string{"X-Signature": sign("flux-key", justOver)},
+			wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "Argo CD body over the cap, even unauthenticated", path: "/hooks/argocd", body: justOver, wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "signature of the wrong length", path: "/hooks/flux", body: fluxBody, header: map[string]string{"X-Signature": "sha256=00ff"},
+			wantStatus: http.StatusUnauthorized},
 		{name: "signed but not JSON", path: "/hooks/flux", body: "{not json", header: map[string]string{"X-Signature": sign("flux-key", "{not json")},
 			wantStatus: http.StatusBadRequest},
 		{name: "signed but names no object", path: "/hooks/flux", body: `{"reason":"x"}`, header: map[string]string{"X-Signature": sign("flux-key", `{"reason":"x"}`)},
@@ -162,4 +184,188 @@ func FuzzDecodeArgoCDEvent(f *testing.F) {
 			t.Fatalf("decoded a notification that names no Application: %+v", e)
 		}
 	})
+}
+
+// countingBody records whether the handler read the body.
+type countingBody struct {
+	io.Reader
+	read bool
+}
+
+func (b *countingBody) Read(p []byte) (int, error) { b.read = true; return b.Reader.Read(p) }
+func (b *countingBody) Close() error               { return nil }
+
+// A request that fails what the headers can show is refused before its body is read.
+func TestHooksAuthenticateBeforeReadingTheBody(t *testing.T) {
+	cases := []struct {
+		name, path string
+		header     map[string]string
+		token      func(context.Context) ([]byte, error)
+		wantStatus int
+	}{
+		{name: "Argo CD wrong token", path: "/hooks/argocd", header: map[string]string{"Authorization": "Bearer guess"}, wantStatus: http.StatusUnauthorized},
+		{name: "Argo CD no token", path: "/hooks/argocd", wantStatus: http.StatusUnauthorized},
+		{name: "Flux no signature", path: "/hooks/flux", wantStatus: http.StatusUnauthorized},
+		{name: "Flux malformed signature", path: "/hooks/flux", header: map[string]string{"X-Signature": "sha256=abc"}, wantStatus: http.StatusUnauthorized},
+		{name: "Flux secret unreadable", path: "/hooks/flux", header: map[string]string{"X-Signature": sign("flux-key", fluxBody)},
+			token: func(context.Context) ([]byte, error) { return nil, errors.New("forbidden") }, wantStatus: http.StatusServiceUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := (&recorder{}).hooks()
+			if tc.token != nil {
+				h.FluxToken = tc.token
+			}
+			body := &countingBody{Reader: strings.NewReader(fluxBody)}
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, tc.path, nil)
+			req.Body = body
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.Handler().ServeHTTP(rec, req)
+			g.Expect(rec.Code).To(Equal(tc.wantStatus))
+			g.Expect(body.read).To(BeFalse(), "the body was read before the request was authenticated")
+		})
+	}
+}
+
+func TestHooksBoundConcurrentRequests(t *testing.T) {
+	g := NewWithT(t)
+	rec := &recorder{}
+	h := rec.hooks()
+	h.MaxInFlight = 1
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.Lookup = func(context.Context, HookEvent) []reconcile.Request {
+		close(entered)
+		<-release
+		return nil
+	}
+	handler := h.Handler()
+	post := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/hooks/argocd", strings.NewReader(`{"app":"payments","namespace":"prod"}`))
+		req.Header.Set("Authorization", "Bearer argo-token")
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, req)
+		return w
+	}
+	first := make(chan int)
+	go func() { first <- post().Code }()
+	<-entered
+	second := post()
+	g.Expect(second.Code).To(Equal(http.StatusServiceUnavailable))
+	g.Expect(second.Header().Get("Retry-After")).NotTo(BeEmpty())
+	close(release)
+	g.Expect(<-first).To(Equal(http.StatusAccepted))
+	h.Lookup = func(context.Context, HookEvent) []reconcile.Request { return nil }
+	g.Expect(post().Code).To(Equal(http.StatusAccepted), "the slot is free again")
+}
+
+func TestHooksOnAReplicaNotLeading(t *testing.T) {
+	g := NewWithT(t)
+	rec := &recorder{}
+	h := rec.hooks()
+	h.Leading = func() bool { return false }
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/hooks/argocd", strings.NewReader(`{"app":"payments","namespace":"prod"}`))
+	req.Header.Set("Authorization", "Bearer argo-token")
+	w := httptest.NewRecorder()
+	h.Handler().ServeHTTP(w, req)
+	g.Expect(w.Code).To(Equal(http.StatusServiceUnavailable))
+	g.Expect(w.Body.String()).To(ContainSubstring("not the leader"))
+	g.Expect(rec.woken).To(BeEmpty())
+}
+
+// failingReader counts reads of a Secret that cannot be read.
+type failingReader struct {
+	client.Reader
+	gets atomic.Int32
+}
+
+func (f *failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	f.gets.Add(1)
+	return apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "hooks")
+}
+
+func TestCachedSecretKeyRemembersAFailureBriefly(t *testing.T) {
+	g := NewWithT(t)
+	reader := &failingReader{}
+	token := CachedSecretKey(reader, client.ObjectKey{Namespace: "stagecoach-system", Name: "hooks"}, "token", time.Minute)
+	for range 100 {
+		_, err := token(t.Context())
+		g.Expect(err).To(MatchError(ContainSubstring("failed to read Secret stagecoach-system/hooks")))
+	}
+	g.Expect(reader.gets.Load()).To(BeEquivalentTo(1), "a flood of requests reads a missing Secret once per %s", SecretFailureTTL)
+}
+
+func FuzzParseSignature(f *testing.F) {
+	f.Add(sign("flux-key", fluxBody))
+	f.Add("sha512=" + strings.Repeat("ab", 64))
+	f.Add("sha1=" + strings.Repeat("0", 40))
+	f.Add("sha256=")
+	f.Add("=")
+	f.Add("md5=00")
+	f.Add("sha256=zz")
+	f.Fuzz(func(t *testing.T, header string) {
+		newHash, mac, err := ParseSignature(header)
+		if err != nil {
+			return
+		}
+		if newHash == nil || len(mac) != newHash().Size() {
+			t.Fatalf("accepted %q with a MAC of %d bytes", header, len(mac))
+		}
+	})
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func TestHooksServeTLSFromFiles(t *testing.T) {
+	g := NewWithT(t)
+	certFile, keyFile := writeCert(t, t.TempDir())
+	certs := &certReloader{certFile: certFile, keyFile: keyFile}
+	srv := httptest.NewUnstartedServer((&recorder{}).hooks().Handler())
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pemBytes, err := os.ReadFile(certFile)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pool.AppendCertsFromPEM(pemBytes)).To(BeTrue())
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/hooks/argocd", strings.NewReader(`{"app":"payments","namespace":"prod"}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer argo-token")
+	resp, err := c.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
+	g.Expect(resp.TLS).NotTo(BeNil())
+
+	_, err = (&certReloader{certFile: filepath.Join(t.TempDir(), "absent.crt"), keyFile: keyFile}).GetCertificate(nil)
+	g.Expect(err).To(MatchError(ContainSubstring("failed to read the hooks' TLS certificate")))
 }

@@ -3,6 +3,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -18,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
@@ -82,16 +82,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
 	stages := &StageReconciler{
-		Identity:               whoAmI(ctx, mgr.GetClient()),
-		Registry:               &registry.Lister{},
-		CheckPluginDir:         opts.CheckPluginDir,
-		ClusterFreezeNamespace: opts.ClusterFreezeNamespace,
-		Client:                 mgr.GetClient(),
-		APIReader:              mgr.GetAPIReader(),
-		RESTMapper:             mgr.GetRESTMapper(),
-		Events:                 mgr.GetEventRecorder(ControllerName),
-		ApplierRetryInterval:   opts.ApplierRetryInterval,
-		Clock:                  opts.Clock,
+		Identity:                  whoAmI(ctx, mgr.GetClient()),
+		Registry:                  &registry.Lister{},
+		CheckPluginDir:            opts.CheckPluginDir,
+		ClusterFreezeNamespace:    opts.ClusterFreezeNamespace,
+		AllowInternalCheckTargets: opts.AllowInternalCheckTargets,
+		Client:                    mgr.GetClient(),
+		APIReader:                 mgr.GetAPIReader(),
+		RESTMapper:                mgr.GetRESTMapper(),
+		Events:                    mgr.GetEventRecorder(ControllerName),
+		ApplierRetryInterval:      opts.ApplierRetryInterval,
+		Clock:                     opts.Clock,
 	}
 	if opts.EventsAddr != "" {
 		recorder, err := fluxevents.NewRecorder(ctrl.Log.WithName("flux-events"), opts.EventsAddr, ControllerName,
@@ -133,7 +134,15 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 	if opts.HooksBindAddress == "0" || (opts.FluxHookSecret == "" && opts.ArgoCDHookSecret == "") {
 		return nil
 	}
-	hooks := &Hooks{Lookup: stages.stagesForHookEvent, Wake: stages.wake}
+	elected := mgr.Elected()
+	hooks := &Hooks{Lookup: stages.stagesForHookEvent, Wake: stages.wake, Leading: func() bool {
+		select {
+		case <-elected:
+			return true
+		default:
+			return false
+		}
+	}}
 	// Tokens are read live (not from the cache): the controller may read only these Secrets.
 	if opts.FluxHookSecret != "" {
 		key, _ := parseSecretRef(opts.FluxHookSecret)
@@ -145,12 +154,24 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 	}
 	server := &http.Server{Addr: opts.HooksBindAddress, Handler: hooks.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
-	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if opts.HooksTLSCertFile != "" {
+		certs := &certReloader{certFile: opts.HooksTLSCertFile, keyFile: opts.HooksTLSKeyFile}
+		if _, err := certs.GetCertificate(nil); err != nil {
+			return err
+		}
+		server.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+	}
+	// Every replica serves the hooks (not only the leader), so that the engines always reach a
+	// ready endpoint; a replica that is not leading answers 503 (see Hooks.Leading).
+	return mgr.Add(everyReplica(func(ctx context.Context) error {
 		ln, err := net.Listen("tcp", opts.HooksBindAddress)
 		if err != nil {
 			return fmt.Errorf("failed to listen for hooks on %s: %w", opts.HooksBindAddress, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("serving notification hooks", "address", ln.Addr().String())
+		ctrl.LoggerFrom(ctx).Info("serving notification hooks", "address", ln.Addr().String(), "tls", server.TLSConfig != nil)
+		if server.TLSConfig != nil {
+			ln = tls.NewListener(ln, server.TLSConfig)
+		}
 		go func() {
 			<-ctx.Done()
 			shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -163,6 +184,12 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 		return nil
 	}))
 }
+
+// everyReplica is a runnable that runs whether or not this replica leads.
+type everyReplica func(ctx context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // whoAmI asks the API server which user the controller is, to name it as the requester of the
 // Promotions automation creates (the promotion guard checks that name). It returns "" when the

@@ -28,6 +28,10 @@ type Options struct {
 	HooksBindAddress       string
 	FluxHookSecret         string
 	ArgoCDHookSecret       string
+	// HooksTLSCertFile and HooksTLSKeyFile (both or neither) make the hooks serve TLS; mount
+	// a kubernetes.io/tls Secret and name its tls.crt and tls.key. Re-read when they change.
+	HooksTLSCertFile string
+	HooksTLSKeyFile  string
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
@@ -35,6 +39,9 @@ type Options struct {
 	CheckPluginDir string
 	// ClusterFreezeNamespace is the namespace whose Freezes may select other namespaces.
 	ClusterFreezeNamespace string
+	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and unspecified
+	// addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain).
+	AllowInternalCheckTargets bool
 
 	// Not flags: hooks for tests that run several managers in one process, or count what the
 	// controller writes.
@@ -81,10 +88,16 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Secret (namespace/name) whose key 'token' is the HMAC key of the Flux generic-hmac Provider; empty disables /hooks/flux.")
 	fs.StringVar(&o.ArgoCDHookSecret, "argocd-hook-secret", o.ArgoCDHookSecret,
 		"Secret (namespace/name) whose key 'token' is the bearer token of the Argo CD notifications webhook; empty disables /hooks/argocd.")
+	fs.StringVar(&o.HooksTLSCertFile, "hooks-tls-cert-file", o.HooksTLSCertFile,
+		"PEM certificate the hooks serve TLS with (for example tls.crt of a mounted kubernetes.io/tls Secret); needs --hooks-tls-key-file; empty serves plain HTTP.")
+	fs.StringVar(&o.HooksTLSKeyFile, "hooks-tls-key-file", o.HooksTLSKeyFile,
+		"PEM private key of --hooks-tls-cert-file.")
 	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
 	fs.StringVar(&o.CheckPluginDir, "check-plugin-dir", o.CheckPluginDir,
 		"Directory of the check plugin binaries that Stages name; each runs only if its SHA-256 matches the Stage's.")
+	fs.BoolVar(&o.AllowInternalCheckTargets, "allow-internal-check-targets", o.AllowInternalCheckTargets,
+		"Let HTTP checks call loopback, link-local and unspecified addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain); refused by default, so that a Stage cannot probe what only the controller reaches.")
 }
 
 // Validate reports the first bad option, naming the flag and what it accepts.
@@ -112,6 +125,9 @@ func (o *Options) Validate() error {
 		if _, err := parseSecretRef(ref); ref != "" && err != nil {
 			return fmt.Errorf("invalid %s %q: %w", flag, ref, err)
 		}
+	}
+	if (o.HooksTLSCertFile == "") != (o.HooksTLSKeyFile == "") {
+		return fmt.Errorf("invalid --hooks-tls-cert-file %q and --hooks-tls-key-file %q: set both or neither", o.HooksTLSCertFile, o.HooksTLSKeyFile)
 	}
 	for _, ns := range o.WatchNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

@@ -25,6 +25,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "events address not a URL", args: []string{"--events-addr=notification-controller:9090"}, wantErr: `invalid --events-addr "notification-controller:9090": must be an http(s) URL`},
 		{name: "leader election without id", args: []string{"--leader-elect", "--leader-election-id="}, wantErr: "invalid --leader-election-id"},
 		{name: "non-positive retry", args: []string{"--applier-retry-interval=0s"}, wantErr: "invalid --applier-retry-interval 0s: must be positive"},
+		{name: "TLS certificate without key", args: []string{"--hooks-tls-cert-file=/tls/tls.crt"}, wantErr: "set both or neither"},
+		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,6 +52,8 @@ type StageReconciler struct {
 
 	// CheckPluginDir holds the check plugins Stages name.
 	CheckPluginDir string
+	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and cluster-internal targets.
+	AllowInternalCheckTargets bool
 
 	checks         *checkRuns
 	verdicts       *verify.Cache

@@ -100,7 +100,7 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.hookEvents = make(chan event.GenericEvent, 256)
 	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
 	r.registrySource = &registry.Source{Lister: r.Registry, Secrets: r.APIReader}
-	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir}, baseCtx: ctx, wake: r.wake}
+	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets}, baseCtx: ctx, wake: r.wake}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").
 		For(&stagecoachv1.Stage{}, builder.WithPredicates(predicate.Or(

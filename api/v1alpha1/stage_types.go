@@ -449,6 +449,12 @@ type HTTPCheck struct {
 	// Body, when set, must hold on the JSON response body.
 	// +optional
 	Body *FieldMatch `json:"body,omitempty"`
+
+	// FollowRedirects lets the check follow redirects (at most 10, each to a target the
+	// controller may call). Off by default: a redirect answer is the answer, and its status
+	// is compared with expectedStatus.
+	// +optional
+	FollowRedirects bool `json:"followRedirects,omitempty"`
 }
 
 // PluginCheck runs a check plugin binary, pinned by checksum.

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +33,7 @@ func newCMPCommand(newVerifier digestVerifierFactory) *cobra.Command {
 
 func newCMPGenerateCommand(newVerifier digestVerifierFactory) *cobra.Command {
 	var keysDir string
+	var allowUnverified bool
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Render the app in the current directory at STAGECOACH_DIGEST and print its objects",
@@ -47,17 +51,40 @@ plugin environment (ARGOCD_APP_*, ARGOCD_ENV_*, ARGOCD_APP_PARAMETERS or PARAM_*
 				return fmt.Errorf("failed to read the current directory: %w", err)
 			}
 			opts := cmp.Options{Dir: dir, Env: os.LookupEnv}
+			if v := os.Getenv(cmp.EnvAllowUnverified); v != "" && !cmd.Flags().Changed("allow-unverified") {
+				if opts.AllowUnverified, err = strconv.ParseBool(v); err != nil {
+					return fmt.Errorf("%s=%q is not true or false", cmp.EnvAllowUnverified, v)
+				}
+			}
+			if cmd.Flags().Changed("allow-unverified") {
+				opts.AllowUnverified = allowUnverified
+			}
 			if keysDir != "" {
 				if newVerifier == nil {
 					return fmt.Errorf("verification keys are configured (%s) but this stagecoach binary has no signature verifier: refusing to render unverified; use a build with verification or unset --verify-keys-dir and %s", keysDir, verifyKeysDirEnv)
 				}
-				if opts.VerifyDigest, err = newVerifier(keysDir); err != nil {
-					return fmt.Errorf("failed to load the verification keys in %s: %w", keysDir, err)
+				opts.VerifyDigest, err = newVerifier(keysDir)
+				switch {
+				case errors.Is(err, errNoKeys) && opts.AllowUnverified:
+					// Explicitly allowed: render as if no keys were configured.
+				case errors.Is(err, errNoKeys):
+					return fmt.Errorf("verification keys directory %s holds no public keys (*.pub): refusing to render unverified; add the trusted cosign public keys to the Secret mounted there, or set %s=true in the plugin's sidecar to render without verification", keysDir, cmp.EnvAllowUnverified)
+				case err != nil:
+					return fmt.Errorf("failed to load the verification keys in %s: %s", keysDir, oneLine(err))
 				}
 			}
 			return cmp.Generate(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
+	cmd.Flags().BoolVar(&allowUnverified, "allow-unverified", false, "Render without verification where it cannot happen (no digest, no keys) even though --verify-keys-dir is set (default: $"+cmp.EnvAllowUnverified+").")
 	cmd.Flags().StringVar(&keysDir, "verify-keys-dir", "", "Directory of public keys; when set, the digest's signature must verify before anything is rendered (default: $"+verifyKeysDirEnv+").")
 	return cmd
+}
+
+// errNoKeys: the keys directory holds no public key, so nothing could verify.
+var errNoKeys = errors.New("no public keys (*.pub)")
+
+// oneLine keeps an error on one line: Argo CD shows the plugin's stderr as the app's condition.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -25,7 +25,7 @@ func argoCDEnv(t *testing.T, appPath string, extra map[string]string) {
 		"ARGOCD_APP_SOURCE_REPO_URL": "https://git.example/repo.git", "ARGOCD_APP_SOURCE_PATH": appPath,
 		"ARGOCD_APP_SOURCE_TARGET_REVISION": "main", "KUBE_VERSION": "1.35.4", "KUBE_API_VERSIONS": "v1,apps/v1",
 		"ARGOCD_ENV_STAGECOACH_DIGEST": "", "ARGOCD_ENV_STAGECOACH_VERSION": "", "ARGOCD_APP_PARAMETERS": "",
-		verifyKeysDirEnv: "",
+		verifyKeysDirEnv: "", "STAGECOACH_ALLOW_UNVERIFIED": "",
 	}
 	for k, v := range extra {
 		env[k] = v
@@ -151,4 +151,61 @@ func TestCMPGenerateRefusesAnAppDirectoryThatEscapes(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("outside the repository root " + filepath.Join(tmp, "repo"))))
 	g.Expect(out).To(BeEmpty())
 	g.Expect(strings.Count(err.Error(), "\n")).To(BeZero())
+}
+
+// With verification configured, a render without a digest or without keys is refused in one line,
+// unless the sidecar explicitly allows rendering unverified.
+func TestCMPGenerateNeverRendersUnverifiedByAccident(t *testing.T) {
+	withKey := t.TempDir()
+	NewWithT(t).Expect(os.WriteFile(filepath.Join(withKey, "release.pub"), []byte("not read by the fake verifier"), 0o600)).To(Succeed())
+	noKeys := t.TempDir()
+	NewWithT(t).Expect(os.MkdirAll(filepath.Join(noKeys, "..data"), 0o700)).To(Succeed()) // an empty mounted Secret
+	NewWithT(t).Expect(os.WriteFile(filepath.Join(noKeys, "README"), []byte("x"), 0o600)).To(Succeed())
+	for _, tc := range []struct {
+		name, keysDir, digest, allow string
+		args                         []string
+		// real uses the binary's cosign verifier instead of the fake.
+		real         bool
+		wantErr      []string
+		wantVerified bool
+	}{
+		{name: "keys and a digest verify", keysDir: withKey, digest: cmpTestDigest, wantVerified: true},
+		{name: "keys and no digest is refused", keysDir: withKey,
+			wantErr: []string{"verification is configured but ARGOCD_ENV_STAGECOACH_DIGEST is empty: refusing to render unverified", "STAGECOACH_ALLOW_UNVERIFIED=true"}},
+		{name: "keys and no digest renders when explicitly allowed", keysDir: withKey, allow: "true"},
+		{name: "the flag allows it too", keysDir: withKey, args: []string{"--allow-unverified"}},
+		{name: "a keys directory without keys is refused", keysDir: noKeys, digest: cmpTestDigest, real: true,
+			wantErr: []string{"verification keys directory " + noKeys + " holds no public keys (*.pub): refusing to render unverified", "STAGECOACH_ALLOW_UNVERIFIED=true"}},
+		{name: "a keys directory without keys renders when explicitly allowed", keysDir: noKeys, digest: cmpTestDigest, allow: "true", real: true},
+		{name: "a missing keys directory is refused", keysDir: filepath.Join(noKeys, "absent"), digest: cmpTestDigest, real: true,
+			wantErr: []string{"failed to load the verification keys in"}},
+		{name: "allow must be a boolean", keysDir: withKey, allow: "yes", wantErr: []string{`STAGECOACH_ALLOW_UNVERIFIED="yes" is not true or false`}},
+		{name: "allow=false is no opt-out", keysDir: withKey, allow: "false", wantErr: []string{"refusing to render unverified"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			argoCDEnv(t, "apps/plain", map[string]string{"ARGOCD_ENV_STAGECOACH_DIGEST": tc.digest,
+				verifyKeysDirEnv: tc.keysDir, "STAGECOACH_ALLOW_UNVERIFIED": tc.allow})
+			var verified []string
+			fake := func(string) (func(context.Context, string) error, error) {
+				return func(_ context.Context, ref string) error { verified = append(verified, ref); return nil }, nil
+			}
+			factory := digestVerifierFactory(fake)
+			if tc.real {
+				factory = nil // the root command's cosign verifier
+			}
+			out, _, err := runCMPGenerate(t, fixtureApp(t, "apps/plain"), factory, tc.args...)
+			if tc.wantErr != nil {
+				for _, m := range tc.wantErr {
+					g.Expect(err).To(MatchError(ContainSubstring(m)))
+				}
+				g.Expect(err.Error()).NotTo(ContainSubstring("\n"))
+				g.Expect(out).To(BeEmpty())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("kind:"))
+			g.Expect(len(verified) > 0).To(Equal(tc.wantVerified), "verified %v", verified)
+		})
+	}
 }

@@ -30,6 +30,9 @@ func cosignVerifier(keysDir string) (func(ctx context.Context, imageRef string) 
 		}
 		data[e.Name()] = b
 	}
+	if len(data) == 0 {
+		return nil, errNoKeys
+	}
 	keys, err := verify.KeysFromSecretData(data)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func TestControllerHelpDocumentsEveryFlag(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, flag := range []string{"--log-level", "--log-encoding", "--metrics-bind-address", "--health-probe-bind-address",
-		"--leader-elect", "--watch-namespaces", "--events-addr", "--applier-retry-interval", "--check-plugin-dir"} {
+		"--leader-elect", "--watch-namespaces", "--events-addr", "--applier-retry-interval", "--check-plugin-dir", "--allow-internal-check-targets"} {
 		t.Run(flag, func(t *testing.T) {
 			NewWithT(t).Expect(out).To(MatchRegexp(`(?m)^\s+`+flag+`\b.*\S{3,}`), "flag without a description")
 		})

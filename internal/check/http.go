@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -25,11 +25,14 @@ const maxBodyBytes = 1 << 20
 // httpCheck is an HTTP check ready to run: URL rendered, defaults applied.
 type httpCheck struct {
 	client  *http.Client
+	guard   *targetGuard
+	follow  bool
 	method  string
 	url     string
 	status  int
 	body    *v1alpha1.FieldMatch
 	payload []byte // the JSON document a POST sends
+	what    string // method and URL (without credentials), as messages name the call
 }
 
 // urlData is what a URL template sees: {{.Stage}}, {{.Version}}, {{.Digest}}, …
@@ -39,15 +42,17 @@ type urlData struct {
 
 func (r *Runner) prepareHTTP(spec *v1alpha1.HTTPCheck, in Input) (*httpCheck, error) {
 	h := &httpCheck{
-		client: r.HTTPClient,
+		guard:  &targetGuard{allowInternal: r.AllowInternalTargets},
+		follow: spec.FollowRedirects,
 		method: spec.Method,
 		url:    spec.URL,
 		status: int(spec.ExpectedStatus),
 		body:   spec.Body,
 	}
-	if h.client == nil {
-		h.client = &http.Client{}
-	}
+	// A copy of the client, so that this check's redirect policy is its own.
+	client := r.httpClient()
+	client.CheckRedirect = h.checkRedirect
+	h.client = &client
 	if h.method == "" {
 		h.method = http.MethodGet
 	}
@@ -68,6 +73,15 @@ func (r *Runner) prepareHTTP(spec *v1alpha1.HTTPCheck, in Input) (*httpCheck, er
 		}
 		h.url = b.String()
 	}
+	u, err := url.Parse(h.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url %q is not an http(s) URL with a host", redactURL(h.url))
+	}
+	if err := h.guard.checkHost(u.Hostname()); err != nil {
+		return nil, fmt.Errorf("url %q: %w", u.Redacted(), err)
+	}
+	h.url = u.String()
+	h.what = h.method + " " + u.Redacted()
 	if h.method == http.MethodPost {
 		payload, err := json.Marshal(map[string]string{
 			"stage": data.Stage, "namespace": data.Namespace, "environment": data.Environment,
@@ -85,7 +99,7 @@ func (h *httpCheck) try(ctx context.Context, timeout time.Duration) attempt {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	what := h.method + " " + h.url
+	what := h.what
 	var body io.Reader
 	if h.payload != nil {
 		body = bytes.NewReader(h.payload)
@@ -107,6 +121,10 @@ func (h *httpCheck) try(ctx context.Context, timeout time.Duration) attempt {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return attempt{message: fmt.Sprintf("%s: no answer within %s", what, timeout)}
 		}
+		var refused *refusedTargetError
+		if errors.As(err, &refused) {
+			return attempt{message: fmt.Sprintf("%s: %v", what, refused), permanent: true}
+		}
 		return attempt{message: fmt.Sprintf("%s: %v", what, err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -119,7 +137,11 @@ func (h *httpCheck) try(ctx context.Context, timeout time.Duration) attempt {
 	}
 
 	if resp.StatusCode != h.status {
-		return attempt{message: fmt.Sprintf("%s answered %d, want %d%s", what, resp.StatusCode, h.status, excerpt(got))}
+		hint := ""
+		if !h.follow && resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != "" {
+			hint = " (a redirect, not followed: set followRedirects: true on the check to follow it)"
+		}
+		return attempt{message: fmt.Sprintf("%s answered %d%s, want %d", what, resp.StatusCode, hint, h.status)}
 	}
 	if h.body == nil {
 		return attempt{passed: true, message: fmt.Sprintf("%s answered %d", what, resp.StatusCode)}
@@ -128,31 +150,43 @@ func (h *httpCheck) try(ctx context.Context, timeout time.Duration) attempt {
 		return attempt{message: fmt.Sprintf("%s answered a body over %d bytes; point the check at a smaller endpoint", what, maxBodyBytes)}
 	}
 	if !gjson.ValidBytes(got) {
-		return attempt{message: fmt.Sprintf("%s answered %d with a body that is not JSON, so body.key %q cannot be read%s", what, resp.StatusCode, h.body.Key, excerpt(got))}
+		return attempt{message: fmt.Sprintf("%s answered %d with a body that is not JSON, so body.key %q cannot be read", what, resp.StatusCode, h.body.Key)}
 	}
 	field := gjson.GetBytes(got, h.body.Key)
 	if !field.Exists() {
-		return attempt{message: fmt.Sprintf("%s answered %d, but its body has no %q (want %q)%s", what, resp.StatusCode, h.body.Key, h.body.Value, excerpt(got))}
+		return attempt{message: fmt.Sprintf("%s answered %d, but its body has no %q (want %q)", what, resp.StatusCode, h.body.Key, h.body.Value)}
 	}
 	if field.String() != h.body.Value {
-		return attempt{message: fmt.Sprintf("%s answered %d with %s = %q, want %q", what, resp.StatusCode, h.body.Key, field.String(), h.body.Value)}
+		// The value found is not quoted: a check must not be a way to read another service's
+		// answers into a Stage's status.
+		return attempt{message: fmt.Sprintf("%s answered %d, but its body's %q is not %q", what, resp.StatusCode, h.body.Key, h.body.Value)}
 	}
 	return attempt{passed: true, message: fmt.Sprintf("%s answered %d with %s = %q", what, resp.StatusCode, h.body.Key, field.String())}
 }
 
-// excerpt quotes the start of a body, so a failed check shows what the endpoint said.
-func excerpt(body []byte) string {
-	const maxExcerpt = 200
-	if len(bytes.TrimSpace(body)) == 0 {
-		return ""
+// checkRedirect follows a redirect only when the check allows it, and only to a target the
+// controller may call (the dial-time guard checks the address again).
+func (h *httpCheck) checkRedirect(req *http.Request, via []*http.Request) error {
+	if !h.follow {
+		return http.ErrUseLastResponse
 	}
-	s := string(bytes.TrimSpace(body))
-	if len(s) > maxExcerpt {
-		s = s[:maxExcerpt]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	return h.guard.checkHost(req.URL.Hostname())
+}
+
+const maxRedirects = 10
+
+// redactURL hides the password of a URL that may not parse.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		if j := strings.Index(raw, "://"); j >= 0 && j < i {
+			return raw[:j+3] + "xxxxx" + raw[i:]
 		}
-		s += "…"
 	}
-	return fmt.Sprintf(" (body: %q)", s)
+	return raw
 }

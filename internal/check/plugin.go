@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-plugin"
@@ -83,7 +85,10 @@ func (p *pluginCheck) try(ctx context.Context, timeout time.Duration) attempt {
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  plugincheck.HandshakeConfig(),
 		VersionedPlugins: plugincheck.PluginSets(nil),
-		Cmd:              exec.Command(p.path),
+		// The plugin gets none of the controller's environment (KUBERNETES_SERVICE_HOST, proxy
+		// settings, anything a Deployment sets): only what go-plugin itself passes.
+		Cmd:         pluginCommand(p.path),
+		SkipHostEnv: true,
 		// go-plugin hashes the file again right before it runs it: a binary swapped since
 		// preparePlugin is refused too.
 		SecureConfig:     &plugin.SecureConfig{Checksum: p.checksum, Hash: sha256.New()},
@@ -125,7 +130,7 @@ func (p *pluginCheck) try(ctx context.Context, timeout time.Duration) attempt {
 
 	res, err := checker.Check(ctx, p.request)
 	if err == nil {
-		msg := res.Message
+		msg := boundMessage(res.Message)
 		if msg == "" {
 			msg = "no message"
 		}
@@ -135,7 +140,7 @@ func (p *pluginCheck) try(ctx context.Context, timeout time.Duration) attempt {
 	var checkErr *plugincheck.Error
 	switch {
 	case errors.As(err, &checkErr):
-		return attempt{message: fmt.Sprintf("plugin %q could not run the check: %s", p.name, checkErr.Message)}
+		return attempt{message: fmt.Sprintf("plugin %q could not run the check: %s", p.name, boundMessage(checkErr.Message))}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return attempt{message: fmt.Sprintf("plugin %q gave no answer within %s and was stopped", p.name, timeout)}
 	case ctx.Err() != nil:
@@ -186,7 +191,7 @@ func (w *tailWriter) said() string {
 		l = strings.TrimSpace(l)
 		switch {
 		case strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: "):
-			return ": " + l
+			return ": " + boundMessage(l)
 		case l == "" || strings.HasPrefix(l, `{"@`):
 			// go-plugin's own JSON log lines (already logged) say nothing about the crash.
 		default:
@@ -194,7 +199,7 @@ func (w *tailWriter) said() string {
 		}
 	}
 	if last != "" {
-		return ": " + last
+		return ": " + boundMessage(last)
 	}
 	return "; it wrote nothing to stderr"
 }
@@ -223,4 +228,38 @@ func (w *lineLogger) Write(b []byte) (int, error) {
 		w.rest = w.rest[i+1:]
 	}
 	return len(b), nil
+}
+
+// pluginCommand runs the plugin with an empty environment (go-plugin adds its own variables).
+func pluginCommand(path string) *exec.Cmd {
+	cmd := exec.Command(path)
+	cmd.Env = []string{}
+	return cmd
+}
+
+// MaxPluginMessage bounds what a plugin's message adds to a check's message (and so to status
+// and events).
+const MaxPluginMessage = 1024
+
+// boundMessage makes a plugin's text safe to show: control characters become spaces, runs of
+// spaces one, and it is cut at MaxPluginMessage bytes on a character boundary.
+func boundMessage(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029' {
+			if !space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = true
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > MaxPluginMessage {
+			return strings.TrimSpace(b.String()) + "…"
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return strings.TrimSpace(b.String())
 }

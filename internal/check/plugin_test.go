@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
@@ -39,6 +42,12 @@ var testPlugins = map[string]string{
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// A fuzz worker runs only the fuzz target, which needs no plugin: building them in each
+	// worker would use up a short -fuzztime before the first input.
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	os.Exit(runWithPlugins(m))
 }
 
@@ -254,4 +263,54 @@ func BenchmarkPluginCheck(b *testing.B) {
 			b.Fatal(res.Message)
 		}
 	}
+}
+
+// A plugin sees none of the controller's environment: no API server address, no proxy, nothing
+// a Deployment sets.
+func TestPluginRunsWithoutTheControllerEnvironment(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("STAGECOACH_TEST_SECRET", "hunter2")
+	res := (&Runner{PluginDir: pluginDir}).Run(t.Context(), pluginSpec("misbehave", map[string]string{"mode": "env"}), testInput())
+	g.Expect(res.Passed).To(BeTrue(), res.Message)
+	g.Expect(res.Message).To(ContainSubstring("env: "))
+	g.Expect(res.Message).NotTo(ContainSubstring("KUBERNETES_SERVICE_HOST"))
+	g.Expect(res.Message).NotTo(ContainSubstring("STAGECOACH_TEST_SECRET"))
+	g.Expect(res.Message).NotTo(ContainSubstring("PATH"))
+}
+
+// A plugin's message is bounded and carries no control characters into status and events.
+func TestPluginMessagesAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	res := (&Runner{PluginDir: pluginDir}).Run(t.Context(), pluginSpec("misbehave", map[string]string{"mode": "long"}), testInput())
+	g.Expect(res.Passed).To(BeTrue(), res.Message)
+	g.Expect(len(res.Message)).To(BeNumerically("<=", MaxPluginMessage+100))
+	g.Expect(res.Message).To(HaveSuffix("…"))
+	g.Expect(strings.IndexFunc(res.Message, unicode.IsControl)).To(Equal(-1), "%q", res.Message)
+}
+
+func TestBoundMessage(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{name: "plain", in: "all good", want: "all good"},
+		{name: "control characters", in: "a\x1b[31mb\r\nc\x00d", want: "a [31mb c d"},
+		{name: "invalid UTF-8", in: "a\xffb", want: "a\uFFFDb"},
+		{name: "line separators", in: "a\u2028b", want: "a b"},
+		{name: "cut on a character", in: strings.Repeat("é", MaxPluginMessage), want: strings.Repeat("é", MaxPluginMessage/2) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(boundMessage(tc.in)).To(Equal(tc.want))
+		})
+	}
+}
+
+func FuzzBoundMessage(f *testing.F) {
+	f.Add("all good")
+	f.Add("a\x1b[31mb\r\nc\x00d")
+	f.Add(strings.Repeat("é", 2*MaxPluginMessage))
+	f.Fuzz(func(t *testing.T, in string) {
+		out := boundMessage(in)
+		if len(out) > MaxPluginMessage+len("…") || !utf8.ValidString(out) || strings.IndexFunc(out, unicode.IsControl) >= 0 {
+			t.Fatalf("boundMessage(%q) = %q", in, out)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -45,11 +46,17 @@ type Result struct {
 type Runner struct {
 	// PluginDir holds the check plugin binaries, each named as its spec.plugin.name.
 	PluginDir string
-	// HTTPClient makes the HTTP checks' requests; a client without timeout when nil (each
-	// attempt has its own deadline).
+	// HTTPClient makes the HTTP checks' requests (tests); when nil, a client whose every
+	// connection passes the target guard (each attempt has its own deadline).
 	HTTPClient *http.Client
+	// AllowInternalTargets lets HTTP checks call loopback, link-local and unspecified
+	// addresses and cluster-internal names (the controller's --allow-internal-check-targets).
+	AllowInternalTargets bool
 	// Backoff is the wait before retry n (1 for the first retry); DefaultBackoff when nil.
 	Backoff func(retry int) time.Duration
+
+	clientOnce sync.Once
+	client     *http.Client
 }
 
 // DefaultBackoff waits 1s, 2s, 4s, … up to 10s between attempts: checks look at systems that

@@ -28,11 +28,15 @@ func TestParseRefuses(t *testing.T) {
 		{"0 9 0 * *", "day-of-month field"},
 		{"0 9 * 13 *", "month field"},
 		{"0 9 * * 8", "day-of-week field"},
-		{"0 9 * * 5-1", "goes backwards"},
+		{"0 9 * * 5-1", "day-of-week field"},
+		{"0 9 * * 5-1", "beyond end of range"},
 		{"*/0 9 * * *", "positive number"},
+		{"@daily", "needs five"},
+		{"TZ=UTC 0 9 * * *", "needs five"},
+		{"0 9 * * 5-8", "day-of-week field"},
 		{"0 9 * * funday", "day-of-week field"},
 	} {
-		t.Run(tc.expr, func(t *testing.T) {
+		t.Run(tc.expr+" "+tc.want, func(t *testing.T) {
 			g := NewWithT(t)
 			_, err := Parse(tc.expr)
 			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
@@ -61,6 +65,11 @@ func TestMatches(t *testing.T) {
 		{"0 0 13 * 5", "2026-11-06 00:00", true}, // a Friday
 		{"0 0 13 * 5", "2026-11-12 00:00", false},
 		{"0 0 1,15 * *", "2026-11-15 00:00", true},
+		{"0 0 * * 5-7", "2026-11-29 00:00", true}, // a range up to 7 takes in Sunday
+		{"0 0 * * 5-7", "2026-11-28 00:00", true},
+		{"0 0 * * 5-7", "2026-11-30 00:00", false},
+		{"0 0 * * 7-7", "2026-11-29 00:00", true},
+		{"0 0 ? * MON", "2026-11-30 00:00", true},
 	} {
 		t.Run(tc.expr+" at "+tc.at, func(t *testing.T) {
 			g := NewWithT(t)
@@ -110,6 +119,59 @@ func TestPrevAndNext(t *testing.T) {
 				g.Expect(ok).To(BeTrue())
 				g.Expect(next.Equal(at(t, tc.loc, tc.next))).To(BeTrue(), "next %s", next)
 			}
+		})
+	}
+}
+
+// within runs f and fails the test if it does not return in time, so that a search that loops
+// forever shows up as a failure instead of a hung test binary.
+func within(t *testing.T, d time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("did not return within %s", d)
+	}
+}
+
+func TestDaylightSavingChangesDoNotHang(t *testing.T) {
+	for _, tc := range []struct {
+		name, expr, loc, utc string
+	}{
+		// The report: a window "0 9 * * *" for 8h in Berlin, at fall-back.
+		{name: "berlin fall back", expr: "0 9 * * *", loc: "Europe/Berlin", utc: "2026-10-25T01:30:00Z"},
+		{name: "berlin fall back first pass", expr: "0 9 * * *", loc: "Europe/Berlin", utc: "2026-10-25T00:30:00Z"},
+		{name: "berlin spring forward", expr: "0 9 * * *", loc: "Europe/Berlin", utc: "2026-03-29T01:30:00Z"},
+		{name: "new york fall back", expr: "0 9 * * 1-5", loc: "America/New_York", utc: "2026-11-01T06:30:00Z"},
+		{name: "lord howe half hour fall back", expr: "0 9 * * *", loc: "Australia/Lord_Howe", utc: "2026-04-04T15:15:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s, err := Parse(tc.expr)
+			g.Expect(err).NotTo(HaveOccurred())
+			loc, err := time.LoadLocation(tc.loc)
+			g.Expect(err).NotTo(HaveOccurred())
+			now, err := time.Parse(time.RFC3339, tc.utc)
+			g.Expect(err).NotTo(HaveOccurred())
+			now = now.In(loc)
+			var prevOK, nextOK bool
+			var prev, next time.Time
+			within(t, 2*time.Second, func() {
+				prev, prevOK = s.Prev(now, 8*time.Hour)
+				next, nextOK = s.Next(now, 48*time.Hour)
+			})
+			if prevOK {
+				g.Expect(prev.After(now)).To(BeFalse(), "prev %s", prev)
+				g.Expect(s.Matches(prev)).To(BeTrue(), "prev %s", prev)
+			}
+			g.Expect(nextOK).To(BeTrue())
+			g.Expect(next.After(now)).To(BeTrue(), "next %s", next)
+			g.Expect(s.Matches(next)).To(BeTrue(), "next %s", next)
 		})
 	}
 }

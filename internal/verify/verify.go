@@ -135,7 +135,7 @@ func New(opts Options) (*Verifier, error) {
 	// The fingerprint keys the cache: same digest, different trust, different verdict.
 	slices.Sort(ids)
 	sum := sha256.Sum256([]byte(strings.Join(ids, ",")))
-	v.fingerprint = hex.EncodeToString(sum[:8])
+	v.fingerprint = hex.EncodeToString(sum[:]) // the whole hash: a shortened one could let two key sets share verdicts
 	if v.cache == nil {
 		v.cache = NewCache(opts.CacheSize)
 	}

@@ -504,3 +504,19 @@ func BenchmarkVerifyCached(b *testing.B) {
 		}
 	}
 }
+
+// The verdict cache is keyed by the whole SHA-256 of the key set, not a prefix of it.
+func TestKeySetFingerprintIsTheWholeHash(t *testing.T) {
+	g := NewWithT(t)
+	a, b := verifytest.NewKeyPair(t), verifytest.NewKeyPair(t)
+	one, err := New(Options{Keys: [][]byte{a.PublicPEM}})
+	g.Expect(err).NotTo(HaveOccurred())
+	both, err := New(Options{Keys: [][]byte{b.PublicPEM, a.PublicPEM}})
+	g.Expect(err).NotTo(HaveOccurred())
+	bothAgain, err := New(Options{Keys: [][]byte{a.PublicPEM, b.PublicPEM}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(one.fingerprint).To(MatchRegexp(`^[0-9a-f]{64}$`))
+	g.Expect(both.fingerprint).To(MatchRegexp(`^[0-9a-f]{64}$`))
+	g.Expect(both.fingerprint).NotTo(Equal(one.fingerprint))
+	g.Expect(bothAgain.fingerprint).To(Equal(both.fingerprint), "the order of the keys does not matter")
+}

@@ -21,7 +21,15 @@ type Options struct {
 	// VerifyDigest, when set, checks the signature of each declared image at the promoted digest
 	// (imageRef is "<repository>@sha256:...") before anything is rendered. nil renders unverified.
 	VerifyDigest func(ctx context.Context, imageRef string) error
+	// AllowUnverified is the explicit opt-out (EnvAllowUnverified): with VerifyDigest set and no
+	// digest, render the app as it is instead of refusing.
+	AllowUnverified bool
 }
+
+// EnvAllowUnverified, set to true in the plugin's sidecar, lets it render without verification
+// where verification cannot happen (no digest yet, no keys). An Application cannot set it: Argo CD
+// prefixes the plugin env an Application sets with ARGOCD_ENV_.
+const EnvAllowUnverified = "STAGECOACH_ALLOW_UNVERIFIED"
 
 // Generate renders the app and writes it to w only when the whole render succeeded, so Argo CD
 // never reads half an app.
@@ -63,6 +71,10 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	}
 	if env.Digest != "" && len(declared) == 0 {
 		return nil, fmt.Errorf("%s is %s but %s declares no images to pin it to: list the repositories under images", EnvDigest, env.Digest, relTo(root, filepath.Join(appDir, ConfigFileName)))
+	}
+	if opts.VerifyDigest != nil && env.Digest == "" && !opts.AllowUnverified {
+		// Without a digest nothing pins the images, so whatever the manifests name would run.
+		return nil, fmt.Errorf("verification is configured but %s is empty: refusing to render unverified; set the Application's plugin env STAGECOACH_DIGEST (the controller does when it promotes) or, to render without it, set %s=true in the plugin's sidecar", EnvDigest, EnvAllowUnverified)
 	}
 	if err := verify(ctx, opts.VerifyDigest, declared, env.Digest); err != nil {
 		return nil, err

@@ -137,6 +137,8 @@ func TestRenderVerifiesBeforeRendering(t *testing.T) {
 		verdict   error
 		wantAsked []string
 		wantErr   string
+		// allowUnverified is the sidecar's explicit opt-out.
+		allowUnverified bool
 	}{
 		{
 			name:      "a verified digest renders",
@@ -151,7 +153,12 @@ func TestRenderVerifiesBeforeRendering(t *testing.T) {
 			wantErr:   "refusing to render registry.example/payments@" + testDigest + ": its signature does not verify: context deadline exceeded",
 		},
 		{
-			name: "no digest, nothing to verify",
+			name:    "no digest with verification configured is refused",
+			wantErr: "verification is configured but " + EnvDigest + " is empty: refusing to render unverified; set the Application's plugin env STAGECOACH_DIGEST (the controller does when it promotes) or, to render without it, set " + EnvAllowUnverified + "=true in the plugin's sidecar",
+		},
+		{
+			name:            "no digest renders unverified only when explicitly allowed",
+			allowUnverified: true,
 		},
 	}
 	for _, tc := range cases {
@@ -159,7 +166,8 @@ func TestRenderVerifiesBeforeRendering(t *testing.T) {
 			g := NewWithT(t)
 			var asked []string
 			opts := Options{Dir: filepath.Join(fixtureRepo, "apps/plain"), Env: lookup(argoEnv("apps/plain", tc.extra)),
-				VerifyDigest: func(_ context.Context, ref string) error { asked = append(asked, ref); return tc.verdict }}
+				VerifyDigest:    func(_ context.Context, ref string) error { asked = append(asked, ref); return tc.verdict },
+				AllowUnverified: tc.allowUnverified}
 			out, err := Render(t.Context(), opts)
 			g.Expect(asked).To(Equal(tc.wantAsked))
 			if tc.wantErr == "" {

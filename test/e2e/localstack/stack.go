@@ -496,7 +496,9 @@ func (s *Stack) StartController(ctx context.Context) error {
 	args := append([]string{"controller", "--log-encoding=console", "--log-level=debug",
 		"--metrics-bind-address=" + s.ControllerMetrics, "--health-probe-bind-address=" + s.ControllerHealth,
 		"--hooks-bind-address=" + s.Hooks, "--events-addr=http://" + s.FluxEvents + "/",
-		"--flux-hook-secret=stagecoach-system/stagecoach-hooks", "--argocd-hook-secret=stagecoach-system/stagecoach-hooks"},
+		"--flux-hook-secret=stagecoach-system/stagecoach-hooks", "--argocd-hook-secret=stagecoach-system/stagecoach-hooks",
+		// Everything here listens on loopback, check endpoints too.
+		"--allow-internal-check-targets"},
 		s.opts.ControllerArgs...)
 	p, err := s.start(processSpec{name: StagecoachController, path: s.Bin.Stagecoach, args: args, grace: 10 * time.Second,
 		env: []string{"KUBECONFIG=" + s.ControllerKubeconfig}})

@@ -88,6 +88,8 @@ func SetLogger() {
 func (e *Env) RunManager(ctx context.Context, mutate func(*controller.Options)) (stop func() error, err error) {
 	opts := controller.DefaultOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	// The tests' check endpoints listen on loopback.
+	opts.AllowInternalCheckTargets = true
 	if mutate != nil {
 		mutate(&opts)
 	}

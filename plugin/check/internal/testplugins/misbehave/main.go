@@ -7,6 +7,8 @@
 //	error   returns an error: the check could not be carried out
 //	log     writes to stderr, then passes
 //	echo    passes, with the request as its message
+//	env     passes, with the names of the environment variables it sees as its message
+//	long    passes, with a 64 KiB message full of control characters
 package main
 
 import (
@@ -16,6 +18,8 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sort"
+	"strings"
 
 	"github.com/stagecoach-dev/stagecoach/plugin/check"
 )
@@ -36,6 +40,16 @@ func (misbehave) Check(_ context.Context, req check.Request) (check.Result, erro
 		log.Printf("[WARN] misbehave: checking %s", req.Digest)
 		fmt.Fprintln(os.Stderr, "misbehave: via os.Stderr")
 		return check.Result{Passed: true, Message: "logged"}, nil
+	case "env":
+		var names []string
+		for _, kv := range os.Environ() {
+			name, _, _ := strings.Cut(kv, "=")
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return check.Result{Passed: true, Message: "env: " + strings.Join(names, ",")}, nil
+	case "long":
+		return check.Result{Passed: true, Message: strings.Repeat("ok\x1b[31m red\r\n\x00", 64<<10/16)}, nil
 	case "echo":
 		b, err := json.Marshal(req)
 		if err != nil {
