@@ -131,7 +131,8 @@ func (r *StageReconciler) signatureVerdict(ctx context.Context, stage *stagecoac
 	if credBlock != nil {
 		return &plan.SignatureVerdict{Block: credBlock}, nil
 	}
-	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, Keychain: keychain, Insecure: src.Insecure, Cache: r.verdicts})
+	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, Keychain: keychain, Insecure: src.Insecure, Cache: r.verdicts,
+		Transport: r.RegistryTransport})
 	if err != nil {
 		return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify signatures: %v", stage.Name, err), nil), nil
 	}

@@ -24,6 +24,7 @@ import (
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
 
@@ -70,7 +71,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		// so it may give up the lease at once on shutdown.
 		LeaderElectionReleaseOnCancel: true,
 		NewClient:                     opts.NewClient,
-		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
+		Controller: config.Controller{SkipNameValidation: &opts.SkipNameValidation,
+			MaxConcurrentReconciles: opts.Concurrency, ReconciliationTimeout: opts.ReconcileTimeout},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager: %w", err)
@@ -83,7 +85,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	}
 	stages := &StageReconciler{
 		Identity:                  whoAmI(ctx, mgr.GetClient()),
-		Registry:                  &registry.Lister{},
+		Registry:                  &registry.Lister{Transport: ociclient.NewTransport(opts.RegistryTimeout)},
+		RegistryTransport:         ociclient.NewTransport(opts.RegistryTimeout),
 		CheckPluginDir:            opts.CheckPluginDir,
 		ClusterFreezeNamespace:    opts.ClusterFreezeNamespace,
 		AllowInternalCheckTargets: opts.AllowInternalCheckTargets,

@@ -42,6 +42,12 @@ type Options struct {
 	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and unspecified
 	// addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain).
 	AllowInternalCheckTargets bool
+	// Concurrency is how many Stages reconcile at once (one Stage is never reconciled twice at once).
+	Concurrency int
+	// ReconcileTimeout bounds one reconcile: nothing one Stage waits on may hold a worker for good.
+	ReconcileTimeout time.Duration
+	// RegistryTimeout bounds one registry request (listing tags, resolving, reading signatures).
+	RegistryTimeout time.Duration
 
 	// Not flags: hooks for tests that run several managers in one process, or count what the
 	// controller writes.
@@ -62,6 +68,9 @@ func DefaultOptions() Options {
 		ApplierRetryInterval:   30 * time.Second,
 		CheckPluginDir:         "/var/run/stagecoach/plugins",
 		ClusterFreezeNamespace: "stagecoach-system",
+		Concurrency:            4,
+		ReconcileTimeout:       2 * time.Minute,
+		RegistryTimeout:        30 * time.Second,
 	}
 }
 
@@ -76,6 +85,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Elect a leader so that only one of several replicas acts (use with more than one replica).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency,
+		"How many Stages reconcile at once; one Stage is never reconciled by two workers at once.")
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout,
+		"Longest one reconcile may take; a Stage whose registry or checks hang is looked at again later instead of holding a worker.")
+	fs.DurationVar(&o.RegistryTimeout, "registry-timeout", o.RegistryTimeout,
+		"Longest one registry request may take, from dialing to the end of its body.")
 	fs.StringVar(&o.ClusterFreezeNamespace, "cluster-freeze-namespace", o.ClusterFreezeNamespace,
 		"The only namespace whose Freezes may hold Stages of other namespaces (spec.namespaceSelector); the controller's own by default.")
 	fs.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", o.WatchNamespaces,
@@ -111,6 +126,12 @@ func (o *Options) Validate() error {
 	case "json", "console":
 	default:
 		return fmt.Errorf("invalid --log-encoding %q: must be json or console", o.LogEncoding)
+	}
+	if o.Concurrency < 1 {
+		return fmt.Errorf("invalid --concurrency %d: must be at least 1", o.Concurrency)
+	}
+	if o.ReconcileTimeout < 0 || o.RegistryTimeout < 0 {
+		return fmt.Errorf("invalid --reconcile-timeout %s or --registry-timeout %s: must not be negative", o.ReconcileTimeout, o.RegistryTimeout)
 	}
 	if err := validateBindAddress(o.MetricsBindAddress); err != nil {
 		return fmt.Errorf("invalid --metrics-bind-address %q: %w", o.MetricsBindAddress, err)

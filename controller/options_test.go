@@ -24,6 +24,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "bad namespace", args: []string{"--watch-namespaces=prod,Not_A_Namespace"}, wantErr: `invalid --watch-namespaces entry "Not_A_Namespace"`},
 		{name: "events address not a URL", args: []string{"--events-addr=notification-controller:9090"}, wantErr: `invalid --events-addr "notification-controller:9090": must be an http(s) URL`},
 		{name: "leader election without id", args: []string{"--leader-elect", "--leader-election-id="}, wantErr: "invalid --leader-election-id"},
+		{name: "workers and deadlines", args: []string{"--concurrency=8", "--reconcile-timeout=1m", "--registry-timeout=5s", "--cluster-freeze-namespace=platform"}},
+		{name: "no worker", args: []string{"--concurrency=0"}, wantErr: "invalid --concurrency 0: must be at least 1"},
 		{name: "non-positive retry", args: []string{"--applier-retry-interval=0s"}, wantErr: "invalid --applier-retry-interval 0s: must be positive"},
 		{name: "TLS certificate without key", args: []string{"--hooks-tls-cert-file=/tls/tls.crt"}, wantErr: "set both or neither"},
 		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},

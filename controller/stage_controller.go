@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -45,6 +46,8 @@ type StageReconciler struct {
 
 	// Registry lists the tags of registry sources.
 	Registry *registry.Lister
+	// RegistryTransport reads signatures from registries (with deadlines: ociclient.NewTransport).
+	RegistryTransport http.RoundTripper
 
 	// ClusterFreezeNamespace is the one namespace whose Freezes may hold Stages of other
 	// namespaces (spec.namespaceSelector).

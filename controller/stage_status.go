@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
 // stageStatusWriter is the Stage's one status writer: commit stamps what the reconcile handled,
@@ -26,6 +27,8 @@ func (w *stageStatusWriter) commit(ctx context.Context) error {
 	stage, before := w.stage, w.before
 	stage.Status.ObservedGeneration = stage.Generation
 	summarizeHold(stage)
+	summarizeSource(stage)
+	keepTransitionTimes(stage, before)
 	if v, ok := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]; ok {
 		stage.Status.LastHandledReconcileAt = v
 	}
@@ -71,4 +74,28 @@ func summarizeHold(stage *stagecoachv1.Stage) {
 		return
 	}
 	meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
+}
+
+// summarizeSource turns Ready False while the Stage's source cannot be read: a Stage that cannot
+// learn of new versions is not ready, whatever its applier says.
+func summarizeSource(stage *stagecoachv1.Stage) {
+	ready := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
+	b := plan.SourceUnreadable(stage.Status.Candidate)
+	if ready == nil || ready.Status != metav1.ConditionTrue || b == nil {
+		return
+	}
+	setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionFalse, b.Reason,
+		fmt.Sprintf("Stage %s cannot read its source: %s", stage.Name, b.Message))
+}
+
+// keepTransitionTimes keeps each condition's lastTransitionTime when its status is what it was
+// at the start of the reconcile: steps that set a condition one way and a later summary the other
+// way must not make a transition (and a status write) of every reconcile.
+func keepTransitionTimes(stage, before *stagecoachv1.Stage) {
+	for i := range stage.Status.Conditions {
+		c := &stage.Status.Conditions[i]
+		if old := meta.FindStatusCondition(before.Status.Conditions, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
 }

@@ -39,7 +39,7 @@ type Options struct {
 	Keychain authn.Keychain
 	// Insecure allows plain HTTP to a registry that is not on loopback.
 	Insecure bool
-	// Transport is the base round tripper; nil means http.DefaultTransport.
+	// Transport is the base round tripper; nil means one with DefaultCallTimeout (NewTransport).
 	Transport http.RoundTripper
 	// Extra options appended last (retry tuning in tests, for example).
 	Extra []remote.Option
@@ -102,7 +102,7 @@ func IsLoopback(host string) bool {
 // Transport wraps base so that a plain-HTTP request is sent over HTTPS unless SchemeFor allows HTTP.
 func Transport(base http.RoundTripper, insecure bool) http.RoundTripper {
 	if base == nil {
-		base = http.DefaultTransport
+		base = defaultTransport
 	}
 	return &schemeTransport{base: base, insecure: insecure}
 }

@@ -134,3 +134,22 @@ func BlocksEnd(blocks []stagecoachv1.GateBlock, now time.Time) time.Duration {
 	}
 	return soonest
 }
+
+// SourceUnreadable is the block of a candidate whose source cannot be read at all (the registry
+// does not answer, refuses the credentials, or has no such repository): the Stage then cannot
+// do its job and says so in Ready, not only in status.candidate. Nil otherwise.
+func SourceUnreadable(c *stagecoachv1.CandidateVersion) *stagecoachv1.GateBlock {
+	if c == nil || c.Digest != "" {
+		return nil
+	}
+	for i, b := range c.BlockedBy {
+		switch b.Reason {
+		case stagecoachv1.ReasonRegistryUnreachable, stagecoachv1.ReasonRegistryUnauthorized,
+			stagecoachv1.ReasonRepositoryNotFound, stagecoachv1.ReasonCredentialsUnreadable:
+			if b.Gate == stagecoachv1.GateSource {
+				return &c.BlockedBy[i]
+			}
+		}
+	}
+	return nil
+}

@@ -118,6 +118,10 @@ func TestWindowAndDependencyHoldAPersonsPromotion(t *testing.T) {
 	g.Expect(done.Status.Gates).To(ContainElements(
 		And(HaveField("Gate", stagecoachv1.GateWindow), HaveField("Message", "passed with break-glass")),
 		And(HaveField("Gate", stagecoachv1.GateDependsOn), HaveField("Passed", true))))
+	// (While the break-glass one ran, prod-v1 said it was queued behind it; now its own gates speak.)
+	g.Eventually(func(g Gomega) {
+		g.Expect(getPromotion(g, t.Context(), ns, "prod-v1").Status.Message).To(ContainSubstring("window: inside the deny window"))
+	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		p := getPromotion(g, t.Context(), ns, "prod-v1")
 		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))

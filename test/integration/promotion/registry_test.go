@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
@@ -188,4 +190,36 @@ func TestSignaturesGateRegistryVersions(t *testing.T) {
 	for _, p := range promotionsOf(g, t, ns, "dev") {
 		g.Expect(p.Spec.Version.Digest).NotTo(BeElementOf(digestOf(v2), digestOf(v3), digestOf(v4)))
 	}
+}
+
+// A registry that accepts connections and never answers stalls only the Stage that lists it:
+// that Stage says so in Ready within the registry timeout, and another namespace's Promotion
+// runs meanwhile.
+func TestHungRegistryStallsOnlyItsStage(t *testing.T) {
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) })
+	slow, other := newNamespace(t), newNamespace(t)
+	newApplication(t, slow, "dev", ociSpec(slow))
+	newStage(t, slow, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+			Repository: strings.TrimPrefix(hung.URL, "http://") + "/deploy/payments", Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	app := newApplication(t, other, "prod", ociSpec(other))
+	newStage(t, other, "prod", nil)
+	startControllerWith(t, nil, func(o *controller.Options) { o.RegistryTimeout = time.Second })
+
+	eventuallyCondition(t, slow, "dev", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonRegistryUnreachable,
+		"Stage dev cannot read its source")
+	newPromotion(t, other, "v1", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	app.waitForRevision(digest(1), false)
+	app.deploy(digest(1), false, "Succeeded", "Healthy")
+	eventuallyPhase(t, other, "v1", stagecoachv1.PhaseSucceeded)
 }

@@ -1,0 +1,66 @@
+package ociclient
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// DefaultCallTimeout bounds one registry request, from dialing to the end of its body. A registry
+// that accepts connections and never answers must not hold a reconcile (and with it the Stage)
+// for longer.
+const DefaultCallTimeout = 30 * time.Second
+
+// NewTransport is the base transport of registry calls: dial, TLS handshake and response header
+// each have a deadline, and the whole call (body included) ends after callTimeout (0 means
+// DefaultCallTimeout).
+func NewTransport(callTimeout time.Duration) http.RoundTripper {
+	if callTimeout <= 0 {
+		callTimeout = DefaultCallTimeout
+	}
+	step := min(callTimeout, 10*time.Second)
+	base := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: step, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   step,
+		ResponseHeaderTimeout: callTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		ForceAttemptHTTP2:     true,
+	}
+	return &deadlineTransport{base: base, timeout: callTimeout}
+}
+
+// defaultTransport serves calls whose caller gave no transport.
+var defaultTransport = NewTransport(DefaultCallTimeout)
+
+type deadlineTransport struct {
+	base    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends the call's deadline when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
