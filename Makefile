@@ -70,7 +70,7 @@ test: prereqs verify vet e2e-build envtest-assets ## The test command: verify ge
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
 	@# fails the target (the group's status and pipefail).
 	{ rc=0; \
-	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -json ./... || rc=1; \
+	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -timeout 30m -json ./... || rc=1; \
 	  $(CMPSERVER_TEST) || rc=1; \
 	  $(E2E_TEST) || rc=1; \
 	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
