@@ -127,10 +127,14 @@ func ClassifyError(repository string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("registry request for repository %q stopped: %w", repository, err)
 	}
 	host := registryHost(repository)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A registry that accepts connections and does not answer in time is as good as down.
+		return fmt.Errorf("%w: registry %q did not answer in time for repository %q: %w", ErrUnreachable, host, repository, err)
+	}
 	var terr *transport.Error
 	if errors.As(err, &terr) {
 		switch {
