@@ -77,9 +77,11 @@ test: prereqs verify vet e2e-build envtest-assets ## The test command: verify ge
 
 # The unit tests: every package whose tests start no API server (they do not import envtest), so a
 # package joins or leaves by what it imports, not by a list here. The envtest suites, the cmp-server
-# test and the end-to-end module are `make test`'s.
+# test and the end-to-end module are `make test`'s, and so are the packaging tests (hack/image and
+# hack/release build the static binary and an image: a minute of their own, not a unit).
 UNIT_PACKAGES = go list -test -f '{{if not .ForTest}}{{.ImportPath}} {{join .Deps " "}}{{end}}' ./... \
-	| grep '\.test ' | grep -v ' sigs.k8s.io/controller-runtime/pkg/envtest' | cut -d' ' -f1 | sed 's/\.test$$//'
+	| grep '\.test ' | grep -v ' sigs.k8s.io/controller-runtime/pkg/envtest' | cut -d' ' -f1 | sed 's/\.test$$//' \
+	| grep -v '/hack/image$$\|/hack/release$$'
 
 .PHONY: unit
 unit: ## The fast loop: unit tests only (-race; no API server, no engines), well under a minute warm.
