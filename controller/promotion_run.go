@@ -24,6 +24,8 @@ import (
 //	promotion_finish.go    verified, failed, rollback, history
 //	promotion_automation.go  the source's candidate and the automatic Promotion
 //
+// (promotion_orphans.go answers for Promotions whose Stage does not exist, from Reconcile.)
+//
 // Decisions are made in internal/plan; these files gather inputs and act. Promotion status is
 // written by promotion_status.go, the Stage's by stage_status.go.
 
