@@ -36,7 +36,7 @@ func (run *promotionRun) automate(ctx context.Context) (*stagecoachv1.Promotion,
 		stage.Status.Candidate = nil
 		return nil, nil
 	}
-	_, automation := plan.AutoPromote(stage, candidate, run.promotions, run.now)
+	automation := plan.AutomationBlocks(stage, candidate, run.now)
 	promote, _, err := run.promoteGates(ctx, candidate.Digest, false)
 	if err != nil {
 		return nil, err

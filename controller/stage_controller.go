@@ -206,8 +206,8 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	}
 	if v.stalled {
 		setCondition(stage, stagecoachv1.ConditionStalled, metav1.ConditionTrue, v.reason, v.message)
-	} else if c := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionStalled); c != nil && c.Reason != stagecoachv1.ReasonHeld {
-		// A hold's Stalled is the status writer's (summarizeHold).
+	} else {
+		// A hold's Stalled comes back in the status writer's summary (summarizeHold), with its time.
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
 	}
 }

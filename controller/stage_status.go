@@ -66,14 +66,13 @@ func setCondition(stage *stagecoachv1.Stage, condType string, status metav1.Cond
 // (a spec a person must fix) comes first.
 func summarizeHold(stage *stagecoachv1.Stage) {
 	stalled := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionStalled)
-	if stalled != nil && stalled.Reason != stagecoachv1.ReasonHeld {
-		return
-	}
-	if h := stage.Status.Hold; h != nil {
+	switch h := stage.Status.Hold; {
+	case stalled != nil && stalled.Reason != stagecoachv1.ReasonHeld:
+	case h != nil:
 		setCondition(stage, stagecoachv1.ConditionStalled, metav1.ConditionTrue, stagecoachv1.ReasonHeld, h.Message)
-		return
+	default:
+		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
 	}
-	meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionStalled)
 }
 
 // summarizeSource turns Ready False while the Stage's source cannot be read: a Stage that cannot

@@ -85,6 +85,13 @@ func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoac
 	if !IsNew(stage, c, promotions) {
 		return false, nil
 	}
+	blocks := AutomationBlocks(stage, c, now)
+	return len(blocks) == 0, blocks
+}
+
+// AutomationBlocks runs the automation gates on a candidate: what holds it back from automatic
+// promotion (a person's Promotion passes these).
+func AutomationBlocks(stage *stagecoachv1.Stage, c *Candidate, now time.Time) []stagecoachv1.GateBlock {
 	var blocks []stagecoachv1.GateBlock
 	for _, g := range automationGates {
 		if b := g.decide(stage, c, now); b != nil {
@@ -92,7 +99,7 @@ func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoac
 			blocks = append(blocks, *b)
 		}
 	}
-	return len(blocks) == 0, blocks
+	return blocks
 }
 
 // IsNew reports whether the candidate is something automation has not done with: not what runs,
@@ -118,8 +125,7 @@ func IsNew(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Pr
 // promote gates (see PromoteGates) and the Freezes holding the Stage. Automation promotes it
 // when there is none.
 func CandidateBlocks(automation, promote []stagecoachv1.GateBlock, freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
-	blocks := slices.Concat(automation, promote, FreezeBlocks(freezes))
-	return blocks
+	return slices.Concat(automation, promote, FreezeBlocks(freezes))
 }
 
 // BlocksEnd is how long until the first gate with a known end opens (0 when none will by itself).
