@@ -41,6 +41,11 @@ func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakG
 			return nil, nil, err
 		}
 	}
+	if plan.Asks(stage, stagecoachv1.GatePrereqs) && run.r.ServerVersion != nil {
+		if in.KubernetesVersion, err = run.r.ServerVersion(ctx); err != nil {
+			return nil, nil, fmt.Errorf("failed to read the API server's version for Stage %q: %w", stage.Name, err)
+		}
+	}
 	blocks, results := plan.RunGates(plan.PromoteGates, in)
 	return blocks, results, nil
 }
@@ -65,22 +70,40 @@ func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagec
 	return approvals.Items, promoters, nil
 }
 
-// dependencies reads the Stages spec.dependsOn names; a missing one is left out of the map.
-func (run *promotionRun) dependencies(ctx context.Context) (map[types.NamespacedName]*stagecoachv1.Stage, error) {
+// dependencies reads the Stages spec.dependsOn names and their unfinished Promotions, live: a
+// cache that lags behind could let a dependent go before its base has settled. A missing Stage
+// is left out of the map.
+func (run *promotionRun) dependencies(ctx context.Context) (map[types.NamespacedName]plan.Dependency, error) {
 	stage := run.stage
-	others := map[types.NamespacedName]*stagecoachv1.Stage{}
+	deps := map[types.NamespacedName]plan.Dependency{}
 	for _, d := range stage.Spec.DependsOn {
 		key := stage.DependencyKey(d)
 		other := &stagecoachv1.Stage{}
-		if err := run.r.Get(ctx, key, other); err != nil {
+		if err := run.r.APIReader.Get(ctx, key, other); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			return nil, fmt.Errorf("failed to read Stage %s that Stage %q depends on: %w", key, stage.Name, err)
 		}
-		others[key] = other
+		var promotions stagecoachv1.PromotionList
+		if err := run.r.APIReader.List(ctx, &promotions, client.InNamespace(key.Namespace)); err != nil {
+			return nil, fmt.Errorf("failed to list the Promotions of Stage %s that Stage %q depends on: %w", key, stage.Name, err)
+		}
+		dep := plan.Dependency{Stage: other}
+		for i := range promotions.Items {
+			p := &promotions.Items[i]
+			if p.Spec.Stage == key.Name && !plan.IsFinished(p) {
+				phase := p.Status.Phase
+				if phase == "" {
+					phase = stagecoachv1.PhasePending
+				}
+				dep.Moving = fmt.Sprintf("%s Promotion %s (%s)", p.Spec.Action, p.Name, phase)
+				break
+			}
+		}
+		deps[key] = dep
 	}
-	return others, nil
+	return deps, nil
 }
 
 // matchVersion reports whether a version (a tag such as v1.2.3) meets a semver constraint.

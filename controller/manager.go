@@ -83,7 +83,12 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := mgr.AddReadyzCheck("informers", cacheSyncedCheck(mgr.GetCache())); err != nil {
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
+	versions, err := newServerVersionReader(mgr.GetConfig(), 10*time.Minute)
+	if err != nil {
+		return nil, err
+	}
 	stages := &StageReconciler{
+		ServerVersion:             versions.Read,
 		Identity:                  whoAmI(ctx, mgr.GetClient()),
 		Registry:                  &registry.Lister{Transport: ociclient.NewTransport(opts.RegistryTimeout)},
 		RegistryTransport:         ociclient.NewTransport(opts.RegistryTimeout),

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -30,6 +31,10 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 		return 0, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "the Promotion has no version to apply")
 	}
 	obs := run.applier.Observe(run.obj, version.Digest)
+	if obs.Reason == stagecoachv1.ReasonConditionNotMet && p.Status.AppliedAt != nil {
+		// Completion rules not met yet (seed 000): the Stage says it waits on them.
+		run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, obs.Reason, obs.Message)
+	}
 	d := plan.Progress(p, obs, run.now, stage.GetGrace(), stage.GetProgressDeadline())
 	now := metav1.NewTime(run.now)
 	switch d.Step {
@@ -135,8 +140,12 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 		stage.Status.LastAppliedDigest = digest
 		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
 	}
+	version := applier.Version{Digest: digest, Tag: p.Status.Version.Tag}
+	if ssa, ok := run.applier.(serverSideApplier); ok {
+		return run.applyServerSide(ctx, p, ssa, version)
+	}
 	orig := run.obj.DeepCopy()
-	if err := run.applier.SetRevision(run.obj, applier.Version{Digest: digest, Tag: p.Status.Version.Tag}, run.now); err != nil {
+	if err := run.applier.SetRevision(run.obj, version, run.now); err != nil {
 		return false, err
 	}
 	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
@@ -147,6 +156,30 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	// Record the write on the Stage before anything else, so it is never taken for someone else's.
 	stage.Status.LastAppliedDigest = digest
 	return true, run.commit(ctx)
+}
+
+// serverSideApplier is an applier whose version is written by server-side apply of exactly the
+// fields it names (the generic applier of spec.applyRef.set).
+type serverSideApplier interface {
+	ApplyConfiguration(obj *unstructured.Unstructured, v applier.Version) (*unstructured.Unstructured, error)
+}
+
+// applyServerSide writes the version's fields with Stagecoach's field manager, taking them over
+// from whoever set them before (the Stage owns them from now on).
+func (run *promotionRun) applyServerSide(ctx context.Context, p *stagecoachv1.Promotion, ssa serverSideApplier, v applier.Version) (bool, error) {
+	cfg, err := ssa.ApplyConfiguration(run.obj, v)
+	if err != nil {
+		return false, fmt.Errorf("failed to render spec.applyRef.set of Stage %q for %s: %w", run.stage.Name, v.Digest, err)
+	}
+	if err := run.r.Patch(ctx, cfg, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation("Strict")); err != nil {
+		return false, fmt.Errorf("failed to apply %s to %s %q: %w", v.Digest, run.obj.GetKind(), run.obj.GetName(), err)
+	}
+	run.stage.Status.LastAppliedDigest = v.Digest
+	if err := run.commit(ctx); err != nil {
+		return false, err
+	}
+	run.obj = cfg // the object as the API server returned it
+	return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
 }
 
 // annotate keeps the applier's stagecoach.dev annotations current, for notification templates.

@@ -43,6 +43,8 @@ type StageReconciler struct {
 	ApplierRetryInterval time.Duration
 	// Clock tells the time (tests may fake it); the real clock when nil.
 	Clock clock.PassiveClock
+	// ServerVersion reads the API server's version, for spec.prerequisites.kubernetesVersion.
+	ServerVersion func(context.Context) (string, error)
 
 	// Registry lists the tags of registry sources.
 	Registry *registry.Lister
@@ -59,6 +61,7 @@ type StageReconciler struct {
 	AllowInternalCheckTargets bool
 
 	checks         *checkRuns
+	schemas        schemaChecks
 	verdicts       *verify.Cache
 	registrySource *registry.Source
 	watcher        *applierWatcher
@@ -84,6 +87,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.checks.retain(req.NamespacedName, nil) // a deleted Stage's checks stop
+			r.schemas.forget(req.NamespacedName)
 			return ctrl.Result{}, r.orphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
@@ -112,10 +116,13 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 	if verdict.ready {
 		// The engine's own rules: for Argo CD one OCI or Stagecoach-plugin source, automated sync.
-		opts := applier.Options{Image: stage.Spec.ApplyRef.Image, ValuesKey: stage.Spec.ApplyRef.ValuesKey, Through: through}
-		if app := applier.For(verdict.gvk.GroupKind(), opts); app != nil {
-			verdict.engine = app
-			verdict.checkEngine(stage)
+		if err := r.chooseEngine(ctx, stage, through, &verdict); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if verdict.ready && len(stage.Spec.DependsOn) > 0 {
+		if err := r.checkDependencyCycle(ctx, stage, &verdict); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	verdict.apply(stage)
@@ -173,6 +180,8 @@ type applierVerdict struct {
 	engine applier.Applier
 	// mediated is nil when unknown (no built-in applier), else whether only the digest decides.
 	unmediated *applier.Problem
+	// generic is set for a kind without a built-in applier (spec.applyRef.set).
+	generic bool
 }
 
 // checkEngine applies the engine's own rules to a readable, labelled applier.
@@ -191,6 +200,9 @@ func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
 func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	stage.Status.Applier = v.applier
 	switch {
+	case v.generic:
+		// What else decides what an arbitrary kind runs is not known: no Mediated either way.
+		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	case v.unmediated != nil:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
 	case v.engine == nil || !v.ready:

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +23,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
@@ -111,11 +113,9 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		// decides who holds the claim.
 		Watches(&stagecoachv1.Stage{}, handler.EnqueueRequestsFromMapFunc(r.stagesSharingApplier),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A new or progressing Promotion is the Stage's work.
-		Watches(&stagecoachv1.Promotion{}, handler.EnqueueRequestsFromMapFunc(
-			func(_ context.Context, o client.Object) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*stagecoachv1.Promotion).Spec.Stage}}}
-			})).
+		// A new or progressing Promotion is the Stage's work; one that finished may also settle
+		// a Stage others depend on.
+		Watches(&stagecoachv1.Promotion{}, handler.EnqueueRequestsFromMapFunc(r.stagesOfPromotion)).
 		// An Approval may open the approvals gate.
 		Watches(&stagecoachv1.Approval{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
@@ -218,6 +218,22 @@ func (r *StageReconciler) stagesFollowing(ctx context.Context, obj client.Object
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&stages.Items[i])})
 	}
 	return reqs
+}
+
+// stagesOfPromotion maps a Promotion event to its Stage and, once it has finished, to the Stages
+// that follow or depend on that Stage: a dependency counts only when no Promotion of it is
+// unfinished, and its Stage's status may have been written before the Promotion's phase.
+func (r *StageReconciler) stagesOfPromotion(ctx context.Context, obj client.Object) []reconcile.Request {
+	p, ok := obj.(*stagecoachv1.Promotion)
+	if !ok {
+		return nil
+	}
+	own := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.Stage}}
+	if !plan.IsFinished(p) {
+		return []reconcile.Request{own}
+	}
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.Stage}}
+	return append(r.stagesFollowing(ctx, stage), own)
 }
 
 // stagesSharingApplier maps a Stage event to the other Stages that name the same applier.

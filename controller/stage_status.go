@@ -83,8 +83,12 @@ func summarizeSource(stage *stagecoachv1.Stage) {
 	if ready == nil || ready.Status != metav1.ConditionTrue || b == nil {
 		return
 	}
+	what := "read its source"
+	if b.Gate == stagecoachv1.GateSignature {
+		what = "verify signatures"
+	}
 	setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionFalse, b.Reason,
-		fmt.Sprintf("Stage %s cannot read its source: %s", stage.Name, b.Message))
+		fmt.Sprintf("Stage %s cannot %s: %s", stage.Name, what, b.Message))
 }
 
 // keepTransitionTimes keeps each condition's lastTransitionTime when its status is what it was

@@ -22,12 +22,20 @@ const (
 	ReasonKubernetesVersion    = "KubernetesVersion"
 	ReasonConditionNotMet      = "ConditionNotMet"
 	ReasonTemplateStampFailure = "TemplateStampFailure"
-	ReasonDeadlineExceeded     = "DeadlineExceeded"
-	ReasonRolledBack           = "RolledBack"
-	ReasonSuspended            = "Suspended"
-	ReasonNotMediated          = "NotMediated"
-	ReasonMediated             = "Mediated"
-	ReasonVerified             = "Verified"
+	// ReasonApplierNotSupported: a kind Stagecoach cannot apply (yet) is never Ready.
+	ReasonApplierNotSupported = "ApplierNotSupported"
+	// ReasonApplierSetInvalid: spec.applyRef.set does not render or names a field the kind lacks.
+	ReasonApplierSetInvalid = "ApplierSetInvalid"
+	// ReasonCompletionFailed: spec.completion's failed rule matched.
+	ReasonCompletionFailed = "CompletionFailed"
+	// ReasonDependencyCycle: spec.dependsOn leads back to the Stage.
+	ReasonDependencyCycle  = "DependencyCycle"
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	ReasonRolledBack       = "RolledBack"
+	ReasonSuspended        = "Suspended"
+	ReasonNotMediated      = "NotMediated"
+	ReasonMediated         = "Mediated"
+	ReasonVerified         = "Verified"
 )
 
 // Reasons of Frozen, Promoting and of automation holds.
@@ -79,6 +87,7 @@ const (
 	GateWindow      = "window"
 	GateApprovals   = "approvals"
 	GateDependsOn   = "dependsOn"
+	GatePrereqs     = "prerequisites"
 	GateCheckPrefix = "check/"
 )
 

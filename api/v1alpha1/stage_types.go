@@ -31,8 +31,9 @@ type Stage struct {
 // StageSpec is the desired behaviour of a Stage.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.waves) || size(self.waves) == 0 || self.applyRef.kind == 'ApplicationSet'",message="waves are only allowed when applyRef.kind is ApplicationSet: waves roll a version out over the clusters of an ApplicationSet"
-// +kubebuilder:validation:XValidation:rule="!has(self.completion) || !(self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease'])",message="completion is only for kinds without a built-in observer: remove spec.completion, Stagecoach already knows when this applyRef.kind has landed"
 // +kubebuilder:validation:XValidation:rule="has(self.completion) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",message="spec.completion is required for an applyRef kind without a built-in observer: say how to read completion from its status (observedCompletion or observedMatches)"
+// +kubebuilder:validation:XValidation:rule="has(self.applyRef.set) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",message="spec.applyRef.set is required for an applyRef kind without a built-in applier: say which fields carry the version, for example {path: /spec/template/spec/containers/0/image, value: '{{ .Image }}'}"
+// +kubebuilder:validation:XValidation:rule="!has(self.applyRef.set) || !(self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease'])",message="spec.applyRef.set is only for kinds without a built-in applier: Stagecoach already knows where this applyRef.kind carries the version"
 type StageSpec struct {
 	// Service names the service this Stage carries (for example payments).
 	// +kubebuilder:validation:MinLength=1
@@ -50,8 +51,9 @@ type StageSpec struct {
 	// +required
 	ApplyRef ApplierReference `json:"applyRef"`
 
-	// Completion says how to read from the applier's status that it has finished, for kinds
-	// Stagecoach has no built-in observer for.
+	// Completion says how to read from the applier's status that it has finished: required for
+	// kinds Stagecoach has no built-in observer for; on a built-in kind both the built-in proof and
+	// these rules must hold.
 	// +optional
 	Completion *CompletionRules `json:"completion,omitempty"`
 
@@ -89,9 +91,25 @@ type StageSpec struct {
 	// +optional
 	DependsOn []StageDependency `json:"dependsOn,omitempty"`
 
-	// Suspend stops all promotion of this Stage; its status is still kept.
+	// Prerequisites must hold in this cluster before a version is promoted here.
+	// +optional
+	Prerequisites *Prerequisites `json:"prerequisites,omitempty"`
+
+	// Suspend stops all promotion of this Stage: nothing starts and automation stops; a
+	// Promotion already running finishes. Its status is still kept.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Prerequisites are conditions on the cluster a Stage promotes into.
+type Prerequisites struct {
+	// KubernetesVersion is a semver constraint on the API server's version (for example
+	// ">=1.30.0"): while the cluster does not meet it, candidates wait (gate prerequisites,
+	// reason KubernetesVersion).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
 // AdoptedRevision is what an applier held when a Stage took it over.
@@ -146,6 +164,32 @@ type ApplierReference struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	ValuesKey string `json:"valuesKey,omitempty"`
+
+	// Set, for a kind without a built-in applier, lists the fields that carry the version.
+	// Promoting server-side applies exactly these fields, with Stagecoach's field manager.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Set []FieldSetting `json:"set,omitempty"`
+}
+
+// FieldSetting is one field of the applier that carries the version.
+type FieldSetting struct {
+	// Path is a JSON pointer (RFC 6901) into the object's spec, or into metadata.labels or
+	// metadata.annotations; never status. A list index crosses a list whose items have a name
+	// (for example /spec/template/spec/containers/0/image).
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/spec/') || self.startsWith('/metadata/labels/') || self.startsWith('/metadata/annotations/')",message="path must point into /spec/, /metadata/labels/ or /metadata/annotations/: Stagecoach never writes status or other metadata"
+	// +required
+	Path string `json:"path"`
+
+	// Value is a Go template over the version: {{ .Digest }}, {{ .Version }} (the tag),
+	// {{ .Repository }} and {{ .Image }} (repository@digest).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Value string `json:"value"`
 }
 
 // CompletionRules read an applier's completion from its status, through gjson paths.

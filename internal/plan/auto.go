@@ -141,20 +141,25 @@ func BlocksEnd(blocks []stagecoachv1.GateBlock, now time.Time) time.Duration {
 	return soonest
 }
 
-// SourceUnreadable is the block of a candidate whose source cannot be read at all (the registry
-// does not answer, refuses the credentials, or has no such repository): the Stage then cannot
-// do its job and says so in Ready, not only in status.candidate. Nil otherwise.
+// SourceUnreadable is the block of a candidate whose source cannot be used at all (the registry
+// does not answer, refuses the credentials, or has no such repository; the upstream Stage is
+// missing; the source kind is not built; the verification keys cannot be read): the Stage then
+// cannot do its job and says so in Ready, not only in status.candidate. Nil otherwise.
 func SourceUnreadable(c *stagecoachv1.CandidateVersion) *stagecoachv1.GateBlock {
-	if c == nil || c.Digest != "" {
+	if c == nil {
 		return nil
 	}
 	for i, b := range c.BlockedBy {
-		switch b.Reason {
-		case stagecoachv1.ReasonRegistryUnreachable, stagecoachv1.ReasonRegistryUnauthorized,
-			stagecoachv1.ReasonRepositoryNotFound, stagecoachv1.ReasonCredentialsUnreadable:
-			if b.Gate == stagecoachv1.GateSource {
-				return &c.BlockedBy[i]
-			}
+		switch {
+		case b.Gate == stagecoachv1.GateSignature && b.Reason == stagecoachv1.ReasonKeysUnreadable:
+			// No version can pass without the verification keys.
+			return &c.BlockedBy[i]
+		case c.Digest != "" || b.Gate != stagecoachv1.GateSource:
+		case b.Reason == stagecoachv1.ReasonRegistryUnreachable, b.Reason == stagecoachv1.ReasonRegistryUnauthorized,
+			b.Reason == stagecoachv1.ReasonRepositoryNotFound, b.Reason == stagecoachv1.ReasonCredentialsUnreadable,
+			b.Reason == stagecoachv1.ReasonSourceNotSupported, b.Reason == stagecoachv1.ReasonSourceInvalid,
+			b.Reason == stagecoachv1.ReasonUpstreamUnreadable:
+			return &c.BlockedBy[i]
 		}
 	}
 	return nil

@@ -26,8 +26,11 @@ type GateInputs struct {
 	Approvals []stagecoachv1.Approval
 	// Promoters asked for Digest by hand, here or upstream: they cannot approve it.
 	Promoters []string
-	// Dependencies are the Stages spec.dependsOn names, by key; a missing key is a missing Stage.
-	Dependencies map[types.NamespacedName]*stagecoachv1.Stage
+	// Dependencies are the Stages spec.dependsOn names, by key, read live; a missing key is a
+	// missing Stage.
+	Dependencies map[types.NamespacedName]Dependency
+	// KubernetesVersion is the API server's version (for spec.prerequisites.kubernetesVersion).
+	KubernetesVersion string
 	// MatchVersion compares a dependency's version with its constraint.
 	MatchVersion VersionMatcher
 }
@@ -55,6 +58,7 @@ var PromoteGates = []Gate{
 	{Name: stagecoachv1.GateWindow, Asks: asksWindows, Decide: decideWindows},
 	{Name: stagecoachv1.GateApprovals, Asks: asksApprovals, Decide: decideApprovals},
 	{Name: stagecoachv1.GateDependsOn, Asks: asksDependencies, Decide: decideDependencies},
+	{Name: stagecoachv1.GatePrereqs, Asks: asksPrerequisites, Decide: decidePrerequisites},
 }
 
 // Asks reports whether the Stage asks for the named gate of PromoteGates.
@@ -135,7 +139,32 @@ func asksDependencies(stage *stagecoachv1.Stage) bool {
 }
 
 func decideDependencies(in GateInputs) ([]stagecoachv1.GateBlock, string) {
-	return DependsOnBlocks(in.Stage, in.Dependencies, in.MatchVersion), "every dependency is Verified at a matching version"
+	return DependsOnBlocks(in.Stage, in.Dependencies, in.MatchVersion), "every dependency is Verified at a matching version and settled"
+}
+
+func asksPrerequisites(stage *stagecoachv1.Stage) bool {
+	p := stage.Spec.Prerequisites
+	return p != nil && p.KubernetesVersion != ""
+}
+
+func decidePrerequisites(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	want := in.Stage.Spec.Prerequisites.KubernetesVersion
+	block := func(format string, args ...any) []stagecoachv1.GateBlock {
+		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GatePrereqs, Reason: stagecoachv1.ReasonKubernetesVersion,
+			Message: fmt.Sprintf(format, args...)}}
+	}
+	if in.KubernetesVersion == "" {
+		return block("the API server's version is unknown, so spec.prerequisites.kubernetesVersion %q cannot be checked", want), ""
+	}
+	ok, err := in.MatchVersion(want, in.KubernetesVersion)
+	switch {
+	case err != nil:
+		return block("cannot compare the API server's version %s with spec.prerequisites.kubernetesVersion %q: %v", in.KubernetesVersion, want, err), ""
+	case !ok:
+		return block("the API server runs Kubernetes %s, which does not meet spec.prerequisites.kubernetesVersion %q: upgrade the cluster or change the constraint",
+			in.KubernetesVersion, want), ""
+	}
+	return nil, fmt.Sprintf("Kubernetes %s meets %q", in.KubernetesVersion, want)
 }
 
 func asList(b *stagecoachv1.GateBlock) []stagecoachv1.GateBlock {

@@ -177,15 +177,21 @@ func TestPromoters(t *testing.T) {
 func TestDependsOnBlocks(t *testing.T) {
 	verified := func(ns, name, version string) *stagecoachv1.Stage {
 		return &stagecoachv1.Stage{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Generation: 3},
 			Status: stagecoachv1.StageStatus{
-				Conditions: []metav1.Condition{{Type: stagecoachv1.ConditionVerified, Status: metav1.ConditionTrue}},
-				Current:    &stagecoachv1.CurrentVersion{Version: version, Digest: d1, VerifiedAt: &metav1.Time{Time: t0}},
+				ObservedGeneration: 3,
+				Conditions:         []metav1.Condition{{Type: stagecoachv1.ConditionVerified, Status: metav1.ConditionTrue}},
+				Current:            &stagecoachv1.CurrentVersion{Version: version, Digest: d1, VerifiedAt: &metav1.Time{Time: t0}},
 			},
 		}
 	}
 	unverified := verified("shop", "db", "v2.0.0")
 	unverified.Status.Conditions[0].Status = metav1.ConditionFalse
+	stale := verified("shop", "db", "v2.0.0")
+	stale.Generation = 4
+	promoting := verified("shop", "db", "v2.0.0")
+	promoting.Status.Conditions = append(promoting.Status.Conditions, metav1.Condition{Type: stagecoachv1.ConditionPromoting,
+		Status: metav1.ConditionTrue, Message: "Promotion db-x is applying v2.1.0"})
 	// A stand-in matcher for ">=" constraints only; the semver package has its own tests.
 	atLeast := func(constraint, version string) (bool, error) {
 		min, ok := strings.CutPrefix(constraint, ">=")
@@ -196,45 +202,84 @@ func TestDependsOnBlocks(t *testing.T) {
 	}
 	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "shop"}}
 	for _, tc := range []struct {
-		name    string
-		deps    []stagecoachv1.StageDependency
-		others  []*stagecoachv1.Stage
-		reasons []string
-		message string
+		name     string
+		deps     []stagecoachv1.StageDependency
+		others   []*stagecoachv1.Stage
+		moving   string
+		messages []string
 	}{
 		{name: "none"},
 		{name: "met, other namespace", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform", Version: ">=2.0.0"}},
 			others: []*stagecoachv1.Stage{verified("platform", "base", "v2.1.0")}},
 		{name: "met, any version", deps: []stagecoachv1.StageDependency{{Stage: "db"}}, others: []*stagecoachv1.Stage{verified("shop", "db", "v0.1.0")}},
 		{name: "missing", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform"}},
-			reasons: []string{"DependencyMissing"}, message: "depends on Stage platform/base: it does not exist"},
+			messages: []string{"depends on Stage platform/base: missing: it does not exist"}},
 		{name: "same name in this namespace is not the other namespace's", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform"}},
-			others: []*stagecoachv1.Stage{verified("shop", "base", "v9.0.0")}, reasons: []string{"DependencyMissing"}},
+			others: []*stagecoachv1.Stage{verified("shop", "base", "v9.0.0")}, messages: []string{"platform/base: missing"}},
 		{name: "not verified", deps: []stagecoachv1.StageDependency{{Stage: "db"}}, others: []*stagecoachv1.Stage{unverified},
-			reasons: []string{"DependencyNotVerified"}},
+			messages: []string{"shop/db: not verified"}},
+		{name: "status behind its spec", deps: []stagecoachv1.StageDependency{{Stage: "db"}}, others: []*stagecoachv1.Stage{stale},
+			messages: []string{"shop/db: not settled: its status does not yet reflect generation 4"}},
+		{name: "a Promotion of it has not finished", deps: []stagecoachv1.StageDependency{{Stage: "db"}},
+			others: []*stagecoachv1.Stage{verified("shop", "db", "v2.0.0")}, moving: "Promote Promotion db-1 (Pending)",
+			messages: []string{"shop/db: still promoting: Promote Promotion db-1 (Pending) has not finished"}},
+		{name: "it is promoting something newer", deps: []stagecoachv1.StageDependency{{Stage: "db"}}, others: []*stagecoachv1.Stage{promoting},
+			messages: []string{"shop/db: still promoting: Promotion db-x is applying v2.1.0"}},
 		{name: "too old", deps: []stagecoachv1.StageDependency{{Stage: "base", Namespace: "platform", Version: ">=2.0.0"}},
-			others: []*stagecoachv1.Stage{verified("platform", "base", "v1.9.0")}, reasons: []string{"DependencyVersionTooOld"}, message: `runs v1.9.0, which does not meet ">=2.0.0"`},
+			others: []*stagecoachv1.Stage{verified("platform", "base", "v1.9.0")}, messages: []string{`too old: it runs v1.9.0, which does not meet ">=2.0.0"`}},
 		{name: "bad constraint", deps: []stagecoachv1.StageDependency{{Stage: "db", Version: "~>1"}},
-			others: []*stagecoachv1.Stage{verified("shop", "db", "v1.0.0")}, reasons: []string{"DependencyVersionUnreadable"}},
+			others: []*stagecoachv1.Stage{verified("shop", "db", "v1.0.0")}, messages: []string{"version unreadable"}},
 		{name: "every unmet one is listed", deps: []stagecoachv1.StageDependency{{Stage: "db"}, {Stage: "cache"}},
-			others: []*stagecoachv1.Stage{unverified}, reasons: []string{"DependencyNotVerified", "DependencyMissing"}},
+			others: []*stagecoachv1.Stage{unverified}, messages: []string{"shop/db: not verified", "shop/cache: missing"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			s := stage.DeepCopy()
 			s.Spec.DependsOn = tc.deps
-			others := map[types.NamespacedName]*stagecoachv1.Stage{}
+			deps := map[types.NamespacedName]Dependency{}
 			for _, o := range tc.others {
-				others[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = o
+				deps[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = Dependency{Stage: o, Moving: tc.moving}
 			}
-			blocks := DependsOnBlocks(s, others, atLeast)
-			var reasons []string
-			for _, b := range blocks {
+			blocks := DependsOnBlocks(s, deps, atLeast)
+			g.Expect(blocks).To(HaveLen(len(tc.messages)))
+			for i, b := range blocks {
 				g.Expect(b.Gate).To(Equal(stagecoachv1.GateDependsOn))
-				g.Expect(b.Message).To(ContainSubstring(tc.message))
-				reasons = append(reasons, b.Reason)
+				g.Expect(b.Reason).To(Equal(stagecoachv1.ReasonDependencyNotReady))
+				g.Expect(b.Message).To(ContainSubstring(tc.messages[i]))
 			}
-			g.Expect(reasons).To(Equal(tc.reasons))
+		})
+	}
+}
+
+func TestDependencyCycle(t *testing.T) {
+	stageOf := func(ns, name string, deps ...stagecoachv1.StageDependency) *stagecoachv1.Stage {
+		return &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: stagecoachv1.StageSpec{DependsOn: deps}}
+	}
+	on := func(name string) stagecoachv1.StageDependency { return stagecoachv1.StageDependency{Stage: name} }
+	for _, tc := range []struct {
+		name   string
+		stages []*stagecoachv1.Stage
+		want   string
+	}{
+		{name: "a chain is no cycle", stages: []*stagecoachv1.Stage{stageOf("p", "apps", on("mgmt")), stageOf("p", "mgmt", on("base")), stageOf("p", "base")}},
+		{name: "a diamond is no cycle", stages: []*stagecoachv1.Stage{stageOf("p", "apps", on("a"), on("b")), stageOf("p", "a", on("base")),
+			stageOf("p", "b", on("base")), stageOf("p", "base")}},
+		{name: "itself", stages: []*stagecoachv1.Stage{stageOf("p", "apps", on("apps"))}, want: "p/apps -> p/apps"},
+		{name: "three Stages", stages: []*stagecoachv1.Stage{stageOf("p", "apps", on("mgmt")), stageOf("p", "mgmt", on("base")), stageOf("p", "base", on("apps"))},
+			want: "p/apps -> p/mgmt -> p/base -> p/apps"},
+		{name: "across namespaces", stages: []*stagecoachv1.Stage{stageOf("p", "apps", stagecoachv1.StageDependency{Stage: "base", Namespace: "q"}),
+			stageOf("q", "base", stagecoachv1.StageDependency{Stage: "apps", Namespace: "p"})}, want: "p/apps -> q/base -> p/apps"},
+		{name: "a cycle elsewhere is not this Stage's", stages: []*stagecoachv1.Stage{stageOf("p", "apps", on("a")), stageOf("p", "a", on("b")), stageOf("p", "b", on("a"))}},
+		{name: "a missing dependency ends the path", stages: []*stagecoachv1.Stage{stageOf("p", "apps", on("gone"))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			all := map[types.NamespacedName]*stagecoachv1.Stage{}
+			for _, s := range tc.stages {
+				all[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
+			}
+			g.Expect(DependencyCycle(tc.stages[0], all)).To(Equal(tc.want))
 		})
 	}
 }

@@ -89,7 +89,7 @@ func TestWindowAndDependencyHoldAPersonsPromotion(t *testing.T) {
 		p := getPromotion(g, t.Context(), ns, "prod-v1")
 		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
 		g.Expect(p.Status.Message).To(And(ContainSubstring("window: inside the deny window"),
-			ContainSubstring("dependsOn: depends on Stage "+ns+"/base: it has no Verified version yet")))
+			ContainSubstring("dependsOn: depends on Stage "+ns+"/base: not verified: it has no Verified version yet")))
 	}, timeout, interval).Should(Succeed())
 
 	glass := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-v2-glass"},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,12 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "failed to stop the test API server:", err)
 		}
 	}()
+	// The upstream Stage that newStage's Stages follow exists (a missing upstream makes a Stage
+	// not Ready) and never offers anything: its applier does not exist.
+	if err := createUpstream(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	stop, err := env.RunManager(context.Background(), func(o *controller.Options) { o.ApplierRetryInterval = 500 * time.Millisecond })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -57,6 +64,24 @@ func runSuite(m *testing.M) int {
 }
 
 func newNamespace(t *testing.T) string { return env.NewNamespace(t, "stage") }
+
+func createUpstream(ctx context.Context) error {
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "staging"}}); err != nil {
+		return fmt.Errorf("failed to create namespace staging: %w", err)
+	}
+	upstream := &stagecoachv1.Stage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "payments"},
+		Spec: stagecoachv1.StageSpec{
+			Service: "payments", Environment: "staging",
+			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: "payments"},
+			Source:   stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: "registry.invalid/payments"}},
+		},
+	}
+	if err := env.Client.Create(ctx, upstream); err != nil {
+		return fmt.Errorf("failed to create the upstream Stage staging/payments: %w", err)
+	}
+	return nil
+}
 
 // newStage creates a Stage that applies through the given kind and name, from an upstream Stage.
 func newStage(t *testing.T, ns, name, kind, applier string) *stagecoachv1.Stage {

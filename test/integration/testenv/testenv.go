@@ -41,6 +41,8 @@ func RepoRoot() string {
 var (
 	ArgoCDCRDs = filepath.Join(RepoRoot(), "test", "crds", "argocd")
 	FluxCRDs   = filepath.Join(RepoRoot(), "test", "crds", "flux")
+	// StandInCRDs are kinds of no engine (Widget), for the generic applier.
+	StandInCRDs = filepath.Join(RepoRoot(), "test", "crds", "standin")
 )
 
 // Start starts the API server with Stagecoach's CRDs plus those in extraCRDDirs.

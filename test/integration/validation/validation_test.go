@@ -93,10 +93,22 @@ service: payments
 environment: prod
 applyRef: {apiVersion: kappctrl.k14s.io/v1alpha1, kind: App, name: payments}
 source: {upstream: {stage: payments}}`},
-		{name: "completion on a built-in kind", kind: "Stage", wantMsg: "completion is only for kinds without a built-in observer", spec: `
+		{name: "kind without applier and without set", kind: "Stage", wantMsg: "spec.applyRef.set is required for an applyRef kind without a built-in applier", spec: `
 service: payments
 environment: prod
-applyRef: {kind: Kustomization, name: payments}
+applyRef: {apiVersion: kappctrl.k14s.io/v1alpha1, kind: App, name: payments}
+completion:
+  observedMatches: [{input: spec.image, output: status.image}]
+source: {upstream: {stage: payments}}`},
+		{name: "set on a built-in kind", kind: "Stage", wantMsg: "spec.applyRef.set is only for kinds without a built-in applier", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Kustomization, name: payments, set: [{path: /spec/path, value: "{{ .Digest }}"}]}
+source: {upstream: {stage: payments}}`},
+		{name: "set into status", kind: "Stage", wantMsg: "path must point into /spec/, /metadata/labels/ or /metadata/annotations/", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: kappctrl.k14s.io/v1alpha1, kind: App, name: payments, set: [{path: /status/image, value: "{{ .Digest }}"}]}
 completion:
   observedMatches: [{input: spec.image, output: status.image}]
 source: {upstream: {stage: payments}}`},
@@ -275,10 +287,18 @@ waves:
 - {name: regions, maxTargets: 3, maxParallel: 3, shuffleKey: region}
 - {name: rest, maxTargets: 100%, maxParallel: 25%}
 - {name: empty, maxTargets: 0, maxParallel: 0}`},
+		{name: "completion on a built-in kind", kind: "Stage", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Kustomization, name: payments}
+completion:
+  observedMatches: [{input: spec.images.0.digest, output: status.lastAppliedRevision}]
+source: {upstream: {stage: payments}}`},
 		{name: "stage with completion rules for another kind", kind: "Stage", spec: `
 service: payments
 environment: prod
-applyRef: {apiVersion: kappctrl.k14s.io/v1alpha1, kind: App, name: payments}
+applyRef: {apiVersion: kappctrl.k14s.io/v1alpha1, kind: App, name: payments, set: [{path: /spec/fetch/0/image/url, value: "{{ .Image }}"}]}
+prerequisites: {kubernetesVersion: ">=1.30.0"}
 completion:
   observedCompletion:
     succeeded: {key: 'status.conditions.#(type=="ReconcileSucceeded").status', value: "True"}
