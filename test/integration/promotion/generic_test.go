@@ -140,8 +140,8 @@ func TestGenericApplierNotReady(t *testing.T) {
 		message string
 	}{
 		{name: "status without observedGeneration", mutate: widgetStage("w", imageSetting),
-			status: func(t *testing.T, ns string) { writeWidgetStatus(t, ns, "w", -1, "True") },
-			reason: stagecoachv1.ReasonTemplateStampFailure,
+			status:  func(t *testing.T, ns string) { writeWidgetStatus(t, ns, "w", -1, "True") },
+			reason:  stagecoachv1.ReasonTemplateStampFailure,
 			message: "Resource 'w' cannot satisfy observedCompletion without observedGeneration in object status"},
 		{name: "a path the kind's schema lacks", mutate: widgetStage("w", []stagecoachv1.FieldSetting{{Path: "/spec/nosuch", Value: "{{ .Digest }}"}}),
 			reason: stagecoachv1.ReasonApplierSetInvalid, message: "the API server refuses it"},
