@@ -38,7 +38,10 @@ func orderTargets(stage string, in []Target) []Target {
 		ks = append(ks, keyed{key: orderKey(stage, t.Name), t: t})
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
-		return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.t.Name, b.t.Name))
+		if c := cmp.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.t.Name, b.t.Name)
 	})
 	out := make([]Target, len(ks))
 	for i, k := range ks {
