@@ -2,7 +2,6 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // StageKind is the kind name of a Stage.
@@ -554,41 +553,6 @@ type RollbackPolicy struct {
 	Limit *int32 `json:"limit,omitempty"`
 }
 
-// Wave is one step of a fleet rollout over an ApplicationSet's clusters.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.maxParallel) || !(type(self.maxParallel) == int ? self.maxParallel == 0 : self.maxParallel == '0%') || (has(self.maxTargets) && (type(self.maxTargets) == int ? self.maxTargets == 0 : self.maxTargets == '0%'))",message="maxParallel may not be 0 when maxTargets is greater than 0: the wave would never finish"
-type Wave struct {
-	// Name of the wave.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +required
-	Name string `json:"name"`
-
-	// Selector picks clusters by their labels; all clusters when empty.
-	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-
-	// MaxTargets is how many clusters this wave takes: a number or a percentage of the clusters
-	// not taken by an earlier wave (default 100%).
-	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:MaxLength=4
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxTargets must be a non-negative integer or a percentage from 0% to 100%"
-	// +optional
-	MaxTargets *intstr.IntOrString `json:"maxTargets,omitempty"`
-
-	// MaxParallel is how many clusters of the wave sync at once: a number or a percentage of
-	// maxTargets (default 1).
-	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:MaxLength=4
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxParallel must be a non-negative integer or a percentage from 0% to 100%"
-	// +optional
-	MaxParallel *intstr.IntOrString `json:"maxParallel,omitempty"`
-
-	// ShuffleKey is a cluster label whose values the wave alternates between (for example region).
-	// +optional
-	ShuffleKey string `json:"shuffleKey,omitempty"`
-}
-
 // StageDependency requires another Stage to be Verified at a version meeting a constraint.
 type StageDependency struct {
 	// Stage is the other Stage's name.
@@ -753,23 +717,6 @@ type HistoryEntry struct {
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 	// +optional
 	Record *RecordReference `json:"record,omitempty"`
-}
-
-// WaveStatus is the progress of one wave.
-type WaveStatus struct {
-	Name string `json:"name"`
-	// +optional
-	Targets []string `json:"targets,omitempty"`
-	// +optional
-	Syncing []string `json:"syncing,omitempty"`
-	// +optional
-	Failed []string `json:"failed,omitempty"`
-	// +optional
-	Completed []string `json:"completed,omitempty"`
-	// +optional
-	StartedAt *metav1.Time `json:"startedAt,omitempty"`
-	// +optional
-	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
 // StreamStatus is a Stage's own record stream.

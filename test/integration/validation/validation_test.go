@@ -161,6 +161,18 @@ environment: prod
 applyRef: {kind: ApplicationSet, name: payments}
 source: {upstream: {stage: payments}}
 waves: [{name: canary, maxTargets: 1, maxParallel: half}]`},
+		{name: "maxFailures over 100%", kind: "Stage", wantMsg: "maxFailures must be a non-negative integer or a percentage from 0% to 100%", spec: `
+service: payments
+environment: prod
+applyRef: {kind: ApplicationSet, name: payments}
+source: {upstream: {stage: payments}}
+waves: [{name: canary, maxFailures: 101%}]`},
+		{name: "negative maxFailures", kind: "Stage", wantMsg: "maxFailures must be a non-negative integer or a percentage from 0% to 100%", spec: `
+service: payments
+environment: prod
+applyRef: {kind: ApplicationSet, name: payments}
+source: {upstream: {stage: payments}}
+waves: [{name: canary, maxFailures: -1}]`},
 		{name: "soak that does not parse", kind: "Stage", wantMsg: "soak must be a duration such as 30m or 1h30m", spec: `
 service: payments
 environment: prod
@@ -286,7 +298,9 @@ waves:
 - {name: canary, selector: {matchLabels: {region: eu-west-1}}, maxTargets: 1, maxParallel: 1}
 - {name: regions, maxTargets: 3, maxParallel: 3, shuffleKey: region}
 - {name: rest, maxTargets: 100%, maxParallel: 25%}
-- {name: empty, maxTargets: 0, maxParallel: 0}`},
+- {name: empty, maxTargets: 0, maxParallel: 0}
+- {name: soaked, soak: 30m, maxFailures: 10%, progressDeadline: 1h}
+- {name: tolerant, maxFailures: 2}`},
 		{name: "completion on a built-in kind", kind: "Stage", spec: `
 service: payments
 environment: prod
