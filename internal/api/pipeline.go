@@ -27,19 +27,19 @@ type Pipeline struct {
 
 // Stage is one Stage of a Pipeline.
 type Stage struct {
-	Namespace    string       `json:"namespace"`
-	Name         string       `json:"name"`
-	Environment  string       `json:"environment"`
-	Applier      Applier      `json:"applier"`
-	Current      *Current     `json:"current"`
-	Health       string       `json:"health"`
-	Ready        Condition    `json:"ready"`
-	Frozen       bool         `json:"frozen"`
-	FrozenReason string       `json:"frozenReason"`
-	Candidate    *Candidate   `json:"candidate"`
-	Promotions   []Promotion  `json:"promotions"`
-	Waves        []Wave       `json:"waves"`
-	Records      []Record     `json:"records"`
+	Namespace    string      `json:"namespace"`
+	Name         string      `json:"name"`
+	Environment  string      `json:"environment"`
+	Applier      Applier     `json:"applier"`
+	Current      *Current    `json:"current"`
+	Health       string      `json:"health"`
+	Ready        Condition   `json:"ready"`
+	Frozen       bool        `json:"frozen"`
+	FrozenReason string      `json:"frozenReason"`
+	Candidate    *Candidate  `json:"candidate"`
+	Promotions   []Promotion `json:"promotions"`
+	Waves        []Wave      `json:"waves"`
+	Records      []Record    `json:"records"`
 	// Held says why automation is held after a failure ("" when it is not).
 	Held string `json:"held"`
 	// Plan is `stagecoach plan`'s text for the Stage, one fact a line.
