@@ -26,6 +26,8 @@ import (
 const (
 	DefaultMaxBody = 64 << 10
 	DefaultTimeout = 30 * time.Second
+	// MinTokenLength is the shortest proxy token New accepts.
+	MinTokenLength = 16
 )
 
 // Options configure the API.
@@ -57,9 +59,17 @@ type Server struct {
 
 // New checks the options and builds the API. It is the stable entry point with Handler.
 func New(opts Options) (*Server, error) {
-	opts.ProxyToken = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(opts.ProxyToken), "Bearer "))
+	// argocd-secret's value carries the scheme ("Bearer <token>"); a token file may too.
+	opts.ProxyToken = strings.TrimSpace(opts.ProxyToken)
+	if rest, ok := strings.CutPrefix(opts.ProxyToken, "Bearer"); ok && (rest == "" || rest[0] == ' ') {
+		opts.ProxyToken = strings.TrimSpace(rest)
+	}
 	if opts.ProxyToken == "" {
 		return nil, errors.New("the API needs a proxy token (--api-proxy-token-file): without one anyone could claim to be any Argo CD user")
+	}
+	// The manifests ship a placeholder; a guessable token is as good as none.
+	if opts.ProxyToken == "CHANGE-ME" || len(opts.ProxyToken) < MinTokenLength {
+		return nil, fmt.Errorf("the API's proxy token is the placeholder or shorter than %d characters: set a long random one (openssl rand -hex 32) in argocd-secret and the API's token file", MinTokenLength)
 	}
 	if opts.Reader == nil || opts.Config == nil || opts.Scheme == nil {
 		return nil, errors.New("the API needs a Reader, a rest.Config and a Scheme")
