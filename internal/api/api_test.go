@@ -1,13 +1,20 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 func TestNewRefusesWeakTokens(t *testing.T) {
@@ -32,4 +39,26 @@ func TestNewRefusesWeakTokens(t *testing.T) {
 			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 		})
 	}
+}
+
+// A request that outlives Options.Timeout is stopped and answered 504 in JSON.
+func TestTimeout(t *testing.T) {
+	g := NewWithT(t)
+	hanging := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		List: func(ctx context.Context, _ client.WithWatch, _ client.ObjectList, _ ...client.ListOption) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}})
+	s, err := New(Options{Reader: hanging, Config: &rest.Config{}, Scheme: runtime.NewScheme(), Mapper: meta.NewDefaultRESTMapper(nil),
+		ProxyToken: "0123456789abcdef", Timeout: 50 * time.Millisecond})
+	g.Expect(err).NotTo(HaveOccurred())
+	req := httptest.NewRequestWithContext(t.Context(), "GET", "/api/v1/pipelines/shop", nil)
+	req.Header.Set("Authorization", "Bearer 0123456789abcdef")
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	g.Expect(rec.Code).To(Equal(http.StatusGatewayTimeout))
+	var body Error
+	g.Expect(json.Unmarshal(rec.Body.Bytes(), &body)).To(Succeed())
+	g.Expect(body.Reason).To(Equal("Timeout"))
+	g.Expect(body.Message).To(ContainSubstring("took too long"))
 }

@@ -29,6 +29,9 @@ func tooLarge(limit int64) *Error {
 // message (the admission policies and RBAC name the fix); a spent deadline is 504; what the
 // request itself got wrong (an unknown version, a missing reason) is 400.
 func toError(ctx context.Context, err error) *Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{Code: http.StatusGatewayTimeout, Reason: "Timeout", Message: "the request took too long and was stopped: " + err.Error()}
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -50,7 +53,7 @@ func toError(ctx context.Context, err error) *Error {
 		}
 		return &Error{Code: code, Reason: reason, Message: s.Message}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Code: http.StatusGatewayTimeout, Reason: "Timeout", Message: "the request took too long and was stopped: " + err.Error()}
 	}
 	return &Error{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error()}
