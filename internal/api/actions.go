@@ -99,7 +99,7 @@ func (s *Server) promote(r *http.Request, c client.Client, stage *stagecoachv1.S
 		return nil, err
 	}
 	p, err := cli.Promote(r.Context(), c, cli.PromoteOptions{Namespace: stage.Namespace, Stage: stage.Name,
-		Version: body.Version, Digest: body.Digest, Reason: body.Reason}, out)
+		Version: body.Version, Digest: body.Digest, Reason: reasonOr(body.Reason, "promote", r)}, out)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (s *Server) rollback(r *http.Request, c client.Client, stage *stagecoachv1.
 		return nil, err
 	}
 	p, err := cli.Rollback(r.Context(), c, cli.RollbackOptions{Namespace: stage.Namespace, Stage: stage.Name,
-		Version: body.Version, Digest: body.Digest, Reason: body.Reason}, out)
+		Version: body.Version, Digest: body.Digest, Reason: reasonOr(body.Reason, "rollback", r)}, out)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (s *Server) unfreeze(r *http.Request, c client.Client, stage *stagecoachv1.
 		sort.Strings(names)
 	}
 	if len(names) == 0 {
-		p, err := cli.UnfreezeStage(r.Context(), c, stage.Namespace, stage.Name, body.Reason, out)
+		p, err := cli.UnfreezeStage(r.Context(), c, stage.Namespace, stage.Name, reasonOr(body.Reason, "unfreeze", r), out)
 		if err != nil {
 			return nil, err
 		}
@@ -213,6 +213,15 @@ func (s *Server) unfreeze(r *http.Request, c client.Client, stage *stagecoachv1.
 		}
 	}
 	return &Created{Kind: "Freeze", Namespace: stage.Namespace, Name: strings.Join(names, ",")}, nil
+}
+
+// reasonOr is the caller's reason, or one that says the action came from the Argo CD UI (the
+// CLI functions' default names the CLI).
+func reasonOr(reason, action string, r *http.Request) string {
+	if strings.TrimSpace(reason) != "" {
+		return reason
+	}
+	return fmt.Sprintf("%s by %s from the Argo CD UI", action, strings.TrimSpace(r.Header.Get("Argocd-Username")))
 }
 
 // parseUntil reads an RFC 3339 time or a duration from now (as the CLI's --until does).

@@ -159,6 +159,8 @@ func TestActionsActAsTheUser(t *testing.T) {
 		Resources: []string{"stages", "promotions", "approvals"}, Verbs: []string{"get", "list"}})
 	grant(t, "api-test-approver", "approvers", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"},
 		Resources: []string{"approvals", "promotions"}, Verbs: []string{"create"}})
+	grant(t, "api-test-freezer", "freezers", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"},
+		Resources: []string{"freezes"}, Verbs: []string{"create", "delete"}})
 	approve := "/api/v1/stages/" + p.prodNS + "/prod/approve"
 
 	t.Run("a release manager without RBAC to create Approvals", func(t *testing.T) {
@@ -193,6 +195,41 @@ func TestActionsActAsTheUser(t *testing.T) {
 		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.prodNS, Name: body["name"].(string)}, pr)).To(Succeed())
 		g.Expect(pr.Spec.RequestedBy).To(Equal("bob"))
 		g.Expect(pr.Spec.Version).To(Equal(&stagecoachv1.VersionReference{Digest: candidate, Tag: "v1.3.0"}))
+	})
+	t.Run("roll back without a reason", func(t *testing.T) {
+		g := NewWithT(t)
+		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp()}
+		code, body := bob.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/rollback", map[string]any{})
+		g.Expect(code).To(Equal(201), "answer: %v", body)
+		pr := &stagecoachv1.Promotion{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.prodNS, Name: body["name"].(string)}, pr)).To(Succeed())
+		g.Expect(pr.Spec.Action).To(Equal(stagecoachv1.ActionRollback))
+		g.Expect(pr.Spec.Reason).To(Equal("rollback by bob from the Argo CD UI"))
+	})
+	t.Run("freeze the Stage by its labels, then unfreeze it", func(t *testing.T) {
+		g := NewWithT(t)
+		erin := caller{token: token, user: "erin", groups: "freezers", app: p.prodApp()}
+		code, body := erin.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/freeze", map[string]any{"reason": "incident 42", "until": "2h"})
+		g.Expect(code).To(Equal(201), "answer: %v", body)
+		g.Expect(body).To(HaveKeyWithValue("kind", "Freeze"))
+		f := &stagecoachv1.Freeze{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.prodNS, Name: body["name"].(string)}, f)).To(Succeed())
+		g.Expect(f.Spec.Reason).To(Equal("incident 42"))
+		g.Expect(f.Spec.Selector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "act", "env": "prod"}}))
+		g.Expect(f.Spec.Until.Time).To(BeTemporally("~", time.Now().Add(2*time.Hour), time.Minute))
+
+		code, body = erin.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/unfreeze", map[string]any{})
+		g.Expect(code).To(Equal(201), "answer: %v", body)
+		g.Expect(body).To(HaveKeyWithValue("kind", "Freeze"))
+		g.Expect(body).To(HaveKeyWithValue("name", f.Name))
+		g.Expect(apierrors.IsNotFound(env.Client.Get(t.Context(), client.ObjectKeyFromObject(f), f))).To(BeTrue(), "the Freeze is deleted")
+	})
+	t.Run("freeze without RBAC to create Freezes", func(t *testing.T) {
+		g := NewWithT(t)
+		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp()}
+		code, body := bob.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/freeze", map[string]any{"reason": "incident 43"})
+		g.Expect(code).To(Equal(403), "answer: %v", body)
+		g.Expect(body["message"]).To(ContainSubstring(`User "bob" cannot create resource "freezes"`))
 	})
 	t.Run("promote a tag nobody knows", func(t *testing.T) {
 		g := NewWithT(t)
