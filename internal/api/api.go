@@ -61,8 +61,8 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	// argocd-secret's value carries the scheme ("Bearer <token>"); a token file may too.
 	opts.ProxyToken = strings.TrimSpace(opts.ProxyToken)
-	if rest, ok := strings.CutPrefix(opts.ProxyToken, "Bearer"); ok && (rest == "" || rest[0] == ' ') {
-		opts.ProxyToken = strings.TrimSpace(rest)
+	if after, ok := strings.CutPrefix(opts.ProxyToken, "Bearer"); ok && (after == "" || after[0] == ' ') {
+		opts.ProxyToken = strings.TrimSpace(after)
 	}
 	if opts.ProxyToken == "" {
 		return nil, errors.New("the API needs a proxy token (--api-proxy-token-file): without one anyone could claim to be any Argo CD user")
