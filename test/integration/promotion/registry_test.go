@@ -243,6 +243,61 @@ func TestRegistrySourceSoaksFromFirstSeen(t *testing.T) {
 	eventuallyPhase(t, ns, p.Name, stagecoachv1.PhaseSucceeded)
 }
 
+// A registry version that failed in the Stage is passed over and listed as skipped: after the
+// rollback there is no candidate but the skipped v2; a newer v3 is then the candidate, held until
+// a person promotes (issue 15).
+func TestRegistrySourceSkipsAFailedVersion(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	v1 := reg.push(t, "v1.0.0")
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+			Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	first := onlyPromotion(t, ns, "dev")
+	app.deploy(v1, false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+
+	// v2 fails and is rolled back to v1.
+	v2 := reg.push(t, "v2.0.0")
+	askToLook(t, ns, "dev")
+	var failed stagecoachv1.Promotion
+	g.Eventually(func(g Gomega) {
+		for _, p := range promotionsOf(g, t, ns, "dev") {
+			if p.Spec.Version != nil && p.Spec.Version.Digest == v2 {
+				failed = p
+			}
+		}
+		g.Expect(failed.Name).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	app.waitForRevision(v2, false)
+	app.deploy(v2, false, "Failed", "")
+	eventuallyPhase(t, ns, failed.Name+"-rollback", stagecoachv1.PhaseRunning)
+	app.deploy(v1, false, "Succeeded", "Healthy")
+	eventuallyCondition(t, ns, "dev", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonRolledBack, v1)
+
+	skippedV2 := And(HaveField("Digest", v2), HaveField("Version", "v2.0.0"), HaveField("Gate", stagecoachv1.GateHistory),
+		HaveField("Reason", stagecoachv1.ReasonPromotionFailed))
+	g.Eventually(func(g Gomega) {
+		c := getStage(g, t.Context(), ns, "dev").Status.Candidate
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Digest).To(BeEmpty(), toJSON(c))
+		g.Expect(c.Skipped).To(ConsistOf(skippedV2))
+	}, timeout, interval).Should(Succeed())
+
+	v3 := reg.push(t, "v3.0.0")
+	askToLook(t, ns, "dev")
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateHold)
+	c := getStage(g, t.Context(), ns, "dev").Status.Candidate
+	g.Expect(c.Digest).To(Equal(v3))
+	g.Expect(c.Skipped).To(BeEmpty(), "v2 is older than the candidate: nothing newer is passed over")
+	g.Expect(c.BlockedBy).NotTo(ContainElement(HaveField("Gate", stagecoachv1.GateHistory)))
+}
+
 // A registry that accepts connections and never answers stalls only the Stage that lists it:
 // that Stage says so in Ready within the registry timeout, and another namespace's Promotion
 // runs meanwhile.
