@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log"
@@ -23,6 +24,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/internal/cli"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
@@ -208,6 +210,10 @@ func TestSignaturesGateRegistryVersions(t *testing.T) {
 		g.Expect(promotionsOf(g, t, ns, "dev")).To(ContainElement(HaveField("Spec.Version.Digest", digestOf(v5))))
 	}, timeout, interval).Should(Succeed())
 	eventuallySkipped(t, ns, "dev", digestOf(v5), [2]string{digestOf(v6), "SignatureMissing"})
+	// stagecoach plan says so too.
+	var out bytes.Buffer
+	g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "dev"}, &out, time.Now())).To(Succeed())
+	g.Expect(out.String()).To(ContainSubstring("skipped v6.0.0 (sha256:" + strings.TrimPrefix(digestOf(v6), "sha256:")[:12] + ") (signature SignatureMissing): digest " + digestOf(v6)))
 	for _, p := range promotionsOf(g, t, ns, "dev") {
 		g.Expect(p.Spec.Version.Digest).NotTo(BeElementOf(digestOf(v2), digestOf(v3), digestOf(v4), digestOf(v6)))
 	}
