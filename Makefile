@@ -153,8 +153,8 @@ image: ## OCI image of the static binary (non-root, CA certificates) in dist/ima
 .PHONY: image-push
 image-push: image ## Push the image: make image-push REGISTRY=registry.example/team (as REGISTRY/stagecoach:VERSION).
 	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/you"; exit 1; }
-	go run ./hack/image push -layout $(DIST)/image -to $(REGISTRY)/stagecoach:$(VERSION)
+	go run ./hack/image push -layout $(DIST)/image -signature $(DIST)/image-signature -to $(REGISTRY)/stagecoach:$(VERSION)
 
 .PHONY: release
-release: image ## make release VERSION=v0.x.y: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums in dist/.
-	go run ./hack/release -version $(VERSION) -image $(if $(REGISTRY),$(REGISTRY)/stagecoach,$(IMAGE)) -dist $(DIST)
+release: image ## make release VERSION=v0.x.y [COSIGN_KEY=cosign.key COSIGN_PASSWORD=...]: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums, the image's cosign signature in dist/.
+	go run ./hack/release -version $(VERSION) -image $(if $(REGISTRY),$(REGISTRY)/stagecoach,$(IMAGE)) -dist $(DIST) -cosign-key "$(COSIGN_KEY)"

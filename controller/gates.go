@@ -124,23 +124,38 @@ func matchVersion(constraint, version string) (bool, error) {
 // trusted signature) is the verdict's block; errors are for retries only. Verdicts are cached per
 // digest and key set (process-wide), so asking again is cheap.
 func (r *StageReconciler) signatureVerdict(ctx context.Context, stage *stagecoachv1.Stage, digest string, now time.Time) (*plan.SignatureVerdict, error) {
+	verdictOf, err := r.signatureVerifier(ctx, stage, now)
+	if err != nil {
+		return nil, err
+	}
+	return verdictOf(ctx, digest)
+}
+
+// signatureVerifier reads what verifying the Stage's signatures takes (its keys, its registry
+// credentials) once, and returns what verifies one digest with it: automation verifies several
+// digests of one listing. What keeps every digest from being verified (a Secret unreadable) is
+// each verdict's block.
+func (r *StageReconciler) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
 	src := stage.Spec.Source.Registry
 	blocked := func(reason, msg string, until *metav1.Time) *plan.SignatureVerdict {
 		return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: reason, Message: msg, Until: until}}
+	}
+	always := func(v *plan.SignatureVerdict) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
+		return func(context.Context, string) (*plan.SignatureVerdict, error) { return v, nil }, nil
 	}
 	var keys [][]byte
 	if ref := src.Verify.SecretRef; ref != nil {
 		secret := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-				return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s' with the cosign public keys cannot be read (%v): create it or fix verify.secretRef",
-					stage.Namespace, ref.Name, err), nil), nil
+				return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s' with the cosign public keys cannot be read (%v): create it or fix verify.secretRef",
+					stage.Namespace, ref.Name, err), nil))
 			}
 			return nil, fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
 		}
 		var err error
 		if keys, err = verify.KeysFromSecretData(secret.Data); err != nil {
-			return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s': %v", stage.Namespace, ref.Name, err), nil), nil
+			return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s': %v", stage.Namespace, ref.Name, err), nil))
 		}
 	}
 	identities := make([]verify.Identity, 0, len(src.Verify.MatchOIDCIdentity))
@@ -152,25 +167,27 @@ func (r *StageReconciler) signatureVerdict(ctx context.Context, stage *stagecoac
 		return nil, err
 	}
 	if credBlock != nil {
-		return &plan.SignatureVerdict{Block: credBlock}, nil
+		return always(&plan.SignatureVerdict{Block: credBlock})
 	}
 	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, Keychain: keychain, Insecure: src.Insecure, Cache: r.verdicts,
 		Transport: r.RegistryTransport})
 	if err != nil {
-		return blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify signatures: %v", stage.Name, err), nil), nil
+		return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify signatures: %v", stage.Name, err), nil))
 	}
-	verdict, err := v.Verify(ctx, src.Repository+"@"+digest)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, err
+	return func(ctx context.Context, digest string) (*plan.SignatureVerdict, error) {
+		verdict, err := v.Verify(ctx, src.Repository+"@"+digest)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil, err
+			}
+			retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
+			return blocked(stagecoachv1.ReasonVerificationUnavailable, fmt.Sprintf("cannot check the signature of %s: %v", digest, err), &retry), nil
 		}
-		retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
-		return blocked(stagecoachv1.ReasonVerificationUnavailable, fmt.Sprintf("cannot check the signature of %s: %v", digest, err), &retry), nil
-	}
-	if !verdict.Verified {
-		// A signature pushed later is seen once the cached verdict expires.
-		retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
-		return blocked(verdict.Reason, verdict.Message, &retry), nil
-	}
-	return &plan.SignatureVerdict{Message: verdict.Message}, nil
+		if !verdict.Verified {
+			// A signature pushed later is seen once the cached verdict expires.
+			retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
+			return blocked(verdict.Reason, verdict.Message, &retry), nil
+		}
+		return &plan.SignatureVerdict{Message: verdict.Message}, nil
+	}, nil
 }

@@ -24,16 +24,19 @@ func (run *promotionRun) automate(ctx context.Context) (*stagecoachv1.Promotion,
 		return nil, err
 	}
 	run.sourceRecheck = offer.Recheck
-	candidate := offer.Newest()
-	if candidate == nil {
-		stage.Status.Candidate = nil
-		if offer.Block != nil {
-			stage.Status.Candidate = &stagecoachv1.CandidateVersion{BlockedBy: []stagecoachv1.GateBlock{*offer.Block}}
-		}
-		return nil, nil
+	candidate, skipped, err := run.eligible(ctx, offer.Candidates)
+	if err != nil {
+		return nil, err
 	}
-	if !plan.IsNew(stage, candidate, run.promotions) {
-		stage.Status.Candidate = nil
+	// The newer versions passed over stay listed whatever happens to the candidate.
+	stage.Status.Candidate = nil
+	if offer.Block != nil || len(skipped) > 0 {
+		stage.Status.Candidate = &stagecoachv1.CandidateVersion{Skipped: skipped}
+		if offer.Block != nil {
+			stage.Status.Candidate.BlockedBy = []stagecoachv1.GateBlock{*offer.Block}
+		}
+	}
+	if candidate == nil || !plan.IsNew(stage, candidate, run.promotions) {
 		return nil, nil
 	}
 	automation := plan.AutomationBlocks(stage, candidate, run.now)
@@ -41,11 +44,12 @@ func (run *promotionRun) automate(ctx context.Context) (*stagecoachv1.Promotion,
 	if err != nil {
 		return nil, err
 	}
-	if blocks := plan.CandidateBlocks(automation, promote, run.freezes); len(blocks) > 0 {
-		stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest, BlockedBy: blocks}
+	blocks := plan.CandidateBlocks(automation, promote, run.freezes)
+	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest,
+		FirstSeen: candidate.FirstSeen, BlockedBy: blocks, Skipped: skipped}
+	if len(blocks) > 0 {
 		return nil, nil
 	}
-	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest}
 	p := run.automaticPromotion(candidate)
 	if err := run.r.Create(ctx, p); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -55,6 +59,36 @@ func (run *promotionRun) automate(ctx context.Context) (*stagecoachv1.Promotion,
 	}
 	run.status.track(p)
 	return p, nil
+}
+
+// eligible picks the candidate automation considers from what the source offers: for a
+// registry source the newest version that is signed (when the Stage asks) and did not fail here
+// before, with the newer ones it passes over; an upstream offers one version, taken as it is
+// (the history gate then says why it is not taken). A skipped signature is checked again when
+// its verdict expires, so the Stage is looked at again then.
+func (run *promotionRun) eligible(ctx context.Context, offered []plan.Candidate) (*plan.Candidate, []stagecoachv1.SkippedVersion, error) {
+	stage := run.stage
+	if stage.Spec.Source.Registry == nil {
+		if len(offered) == 0 {
+			return nil, nil, nil
+		}
+		return &offered[0], nil, nil
+	}
+	var signatureOf plan.SignatureOf
+	if plan.Asks(stage, stagecoachv1.GateSignature) {
+		verify, err := run.r.signatureVerifier(ctx, stage, run.now)
+		if err != nil {
+			return nil, nil, err
+		}
+		signatureOf = func(digest string) (*plan.SignatureVerdict, error) {
+			v, err := verify(ctx, digest)
+			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
+				run.sourceRecheck = soonest(run.sourceRecheck, b.Until.Sub(run.now))
+			}
+			return v, err
+		}
+	}
+	return plan.FirstEligible(stage, offered, signatureOf)
 }
 
 // offer asks the Stage's source what it offers now.

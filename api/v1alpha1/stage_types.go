@@ -375,7 +375,8 @@ type PromotionPolicy struct {
 	// +optional
 	Auto bool `json:"auto,omitempty"`
 
-	// Soak is how long a version must have been Verified upstream.
+	// Soak is how long a version must have been Verified upstream (upstream sources) or offered
+	// by the registry (registry sources: since Stagecoach first saw the tag at that digest).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="soak must be a duration such as 30m or 1h30m"
@@ -684,6 +685,28 @@ type CandidateVersion struct {
 	// BlockedBy lists every gate that holds the candidate back.
 	// +optional
 	BlockedBy []GateBlock `json:"blockedBy,omitempty"`
+	// FirstSeen is when the source first offered this version at this digest (registry sources;
+	// soak counts from it).
+	// +optional
+	FirstSeen *metav1.Time `json:"firstSeen,omitempty"`
+	// Skipped lists the newer versions the source offers that automation passes over for this
+	// one (not signed by a trusted key, or failed in this Stage before), newest first, at most 5.
+	// +kubebuilder:validation:MaxItems=5
+	// +optional
+	Skipped []SkippedVersion `json:"skipped,omitempty"`
+}
+
+// SkippedVersion is a version newer than the candidate that automation never offers, and why.
+type SkippedVersion struct {
+	// +optional
+	Version string `json:"version,omitempty"`
+	Digest  string `json:"digest"`
+	// Gate is signature or history.
+	Gate string `json:"gate"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // GateBlock is one gate that holds a candidate back.

@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -37,6 +36,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/stagecoach-dev/stagecoach/internal/imagesign"
 )
 
 const (
@@ -108,17 +109,33 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fs := flag.NewFlagSet("push", flag.ContinueOnError)
 		from := fs.String("layout", "dist/"+LayoutDir, "OCI layout written by build")
 		to := fs.String("to", "", "reference to push to, e.g. registry.example/stagecoach:v0.1.0")
+		sig := fs.String("signature", "dist/image-signature", "cosign signature layout written by make release (pushed too when it exists)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if *to == "" {
 			return errors.New("push needs -to REGISTRY/stagecoach:TAG (make image-push REGISTRY=...)")
 		}
-		digest, err := Push(ctx, *from, *to, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		auth := remote.WithAuthFromKeychain(authn.DefaultKeychain)
+		digest, err := Push(ctx, *from, *to, auth)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s@%s\n", strings.SplitN(*to, ":", 2)[0], digest)
+		r, err := name.ParseReference(*to)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(stdout, "%s@%s\n", r.Context(), digest); err != nil {
+			return err
+		}
+		if _, err := os.Stat(*sig); errors.Is(err, os.ErrNotExist) {
+			return nil // unsigned: make release ran without COSIGN_KEY
+		}
+		pushed, err := imagesign.Push(ctx, *sig, r.Context().String(), digest, auth)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, pushed)
 		return err
 	}
 	return fmt.Errorf("unknown command %q: say build or push", args[0])

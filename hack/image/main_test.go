@@ -19,6 +19,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	. "github.com/onsi/gomega"
+
+	"github.com/stagecoach-dev/stagecoach/internal/imagesign"
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
+	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
 var testCreated = time.Unix(1764547200, 0).UTC()
@@ -243,6 +247,74 @@ func TestPush(t *testing.T) {
 			desc, err := remote.Get(ref, remote.WithContext(t.Context()))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(desc.Digest).To(Equal(digest))
+		})
+	}
+}
+
+// `make image-push` pushes the cosign signature `make release` wrote beside the image (and none
+// when there is none); a signature of another image is refused.
+func TestRunPushPushesTheSignature(t *testing.T) {
+	img, err := Assemble(testOptions(), []byte("#!/bin/sh\necho stagecoach\n"), []byte("certs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := img.Digest()
+	dir := t.TempDir()
+	if _, err := Write(img, dir, "stagecoach:v9.8.7-test"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	repo := strings.TrimPrefix(srv.URL, "http://") + "/team/stagecoach"
+	key := verifytest.NewKeyPair(t)
+	signed := func(d v1.Hash) string {
+		sig, err := imagesign.Sign(key.Signer, repo, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "image-signature")
+		if err := imagesign.WriteLayout(out, sig); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	other, _ := v1.NewHash("sha256:" + strings.Repeat("0", 64))
+	tests := []struct {
+		name      string
+		signature string
+		wantSig   bool
+		wantErr   string
+	}{
+		{name: "with the release's signature", signature: signed(digest), wantSig: true},
+		{name: "without one", signature: filepath.Join(dir, "none")},
+		{name: "another image's signature", signature: signed(other), wantErr: "run make release again"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			sigTag, err := name.NewTag(repo + ":" + imagesign.Tag(digest))
+			g.Expect(err).NotTo(HaveOccurred())
+			_ = remote.Delete(sigTag, remote.WithContext(t.Context())) // from an earlier case
+			var out bytes.Buffer
+			err = run(t.Context(), []string{"push", "-layout", filepath.Join(dir, LayoutDir), "-signature", tt.signature, "-to", repo + ":v9.8.7-test"}, &out)
+			if tt.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out.String()).To(HavePrefix(repo + "@" + digest.String() + "\n"))
+			_, err = remote.Head(sigTag, remote.WithContext(t.Context()))
+			if !tt.wantSig {
+				g.Expect(err).To(HaveOccurred(), "a signature was pushed")
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out.String()).To(ContainSubstring(sigTag.String()))
+			v, err := verify.New(verify.Options{Keys: [][]byte{key.PublicPEM}})
+			g.Expect(err).NotTo(HaveOccurred())
+			verdict, err := v.Verify(t.Context(), repo+"@"+digest.String())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(verdict.Verified).To(BeTrue(), verdict.Message)
 		})
 	}
 }

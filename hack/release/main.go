@@ -7,6 +7,8 @@
 //	                     and the notifications wiring, for `kubectl apply --server-side` onto Argo CD
 //	install-flux.yaml    the notification Provider and Alert (flux-system), the hook Secret as a template
 //	checksums.txt        sha256 of every file above and of the image tarball (`sha256sum -c`)
+//	image-signature/     with -cosign-key (COSIGN_KEY; password in COSIGN_PASSWORD): the image's cosign
+//	                     signature (tag sha256-<hex>.sig) as an OCI layout; make image-push pushes it
 //
 // Run by `make release VERSION=v0.x.y`.
 package main
@@ -25,10 +27,13 @@ import (
 	"sort"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/stagecoach-dev/stagecoach/internal/imagesign"
 )
 
 // Options are one release's inputs.
@@ -37,7 +42,14 @@ type Options struct {
 	Image   string // repository the image is pushed to, without tag or digest
 	Dist    string // holds image/ from `make image`; the files are written here
 	Repo    string // the checkout (manifests/ is read from it)
+	// CosignKey is a cosign private key file; when set the image is signed into
+	// Dist/image-signature. CosignPassword decrypts it.
+	CosignKey      string
+	CosignPassword []byte
 }
+
+// SignatureDir is where, under Dist, the image's signature is written.
+const SignatureDir = "image-signature"
 
 func main() {
 	var o Options
@@ -45,7 +57,9 @@ func main() {
 	flag.StringVar(&o.Image, "image", "ghcr.io/stagecoach-dev/stagecoach", "image repository the manifests pin (push there with make image-push)")
 	flag.StringVar(&o.Dist, "dist", "dist", "folder holding image/ (make image); the release files are written here")
 	flag.StringVar(&o.Repo, "repo", ".", "the checkout")
+	flag.StringVar(&o.CosignKey, "cosign-key", os.Getenv("COSIGN_KEY"), "cosign private key to sign the image with (password in COSIGN_PASSWORD); none: unsigned")
 	flag.Parse()
+	o.CosignPassword = []byte(os.Getenv("COSIGN_PASSWORD"))
 	files, err := Release(context.Background(), o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -54,6 +68,9 @@ func main() {
 	for _, f := range files {
 		st, _ := os.Stat(filepath.Join(o.Dist, f))
 		fmt.Printf("%-26s %9d bytes\n", filepath.Join(o.Dist, f), st.Size())
+	}
+	if o.CosignKey != "" {
+		fmt.Printf("%-26s cosign signature of the image (pushed by make image-push)\n", filepath.Join(o.Dist, SignatureDir))
 	}
 }
 
@@ -65,6 +82,15 @@ func Release(_ context.Context, o Options) ([]string, error) {
 	digest, err := imageDigest(filepath.Join(o.Dist, "image"))
 	if err != nil {
 		return nil, err
+	}
+	// A signature of an earlier build must not be pushed with this one.
+	if err := os.RemoveAll(filepath.Join(o.Dist, SignatureDir)); err != nil {
+		return nil, err
+	}
+	if o.CosignKey != "" {
+		if err := sign(o, digest); err != nil {
+			return nil, err
+		}
 	}
 	manifests, err := filepath.Abs(filepath.Join(o.Repo, "manifests"))
 	if err != nil {
@@ -152,6 +178,23 @@ patches:
 		return nil, err
 	}
 	return append(names, "checksums.txt"), nil
+}
+
+// sign writes the cosign signature of o.Image@digest into Dist/image-signature.
+func sign(o Options, digest string) error {
+	signer, err := imagesign.LoadKeyFile(o.CosignKey, o.CosignPassword)
+	if err != nil {
+		return err
+	}
+	h, err := v1.NewHash(digest)
+	if err != nil {
+		return err
+	}
+	sig, err := imagesign.Sign(signer, o.Image, h)
+	if err != nil {
+		return err
+	}
+	return imagesign.WriteLayout(filepath.Join(o.Dist, SignatureDir), sig)
 }
 
 // kustomize builds a kustomization given as text whose resources are named as "@/abs/path" (kustomize

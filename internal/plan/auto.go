@@ -16,6 +16,9 @@ type Candidate struct {
 	Tag    string
 	// VerifiedAt is when the upstream verified it (for soak).
 	VerifiedAt *metav1.Time
+	// FirstSeen is when a registry source first offered it at this digest (for soak, when there
+	// is no upstream verification).
+	FirstSeen *metav1.Time
 }
 
 // Version is the candidate as a version reference.
@@ -58,16 +61,20 @@ var automationGates = []struct {
 	}},
 	{stagecoachv1.GateSoak, func(stage *stagecoachv1.Stage, c *Candidate, now time.Time) *stagecoachv1.GateBlock {
 		policy := stage.Spec.Promotion
-		if policy == nil || policy.Soak == nil || c.VerifiedAt == nil {
+		since, what := c.VerifiedAt, "verified upstream"
+		if since == nil {
+			since, what = c.FirstSeen, "first seen in the registry"
+		}
+		if policy == nil || policy.Soak == nil || since == nil {
 			return nil
 		}
-		opens := c.VerifiedAt.Add(policy.Soak.Duration)
+		opens := since.Add(policy.Soak.Duration)
 		if !now.Before(opens) {
 			return nil
 		}
 		until := metav1.NewTime(opens)
 		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSoaking, Until: &until,
-			Message: fmt.Sprintf("verified upstream %s ago; the Stage asks for %s", now.Sub(c.VerifiedAt.Time).Round(time.Second), policy.Soak.Duration)}
+			Message: fmt.Sprintf("%s %s ago; the Stage asks for %s", what, now.Sub(since.Time).Round(time.Second), policy.Soak.Duration)}
 	}},
 	{stagecoachv1.GateAuto, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
 		if stage.Spec.Promotion != nil && stage.Spec.Promotion.Auto {

@@ -102,8 +102,14 @@ func (e Explanation) Lines() []string {
 		add("held:      %s", e.Held)
 	}
 	if c := e.Candidate; c != nil {
-		if c.Digest != "" {
+		switch {
+		case c.Digest != "":
 			add("candidate: %s", describeVersion(c.Version, c.Digest))
+		case len(c.Skipped) > 0:
+			add("candidate: none: every newer version is skipped")
+		}
+		for _, s := range c.Skipped {
+			add("  skipped %s (%s %s): %s", describeVersion(s.Version, s.Digest), s.Gate, s.Reason, s.Message)
 		}
 		for _, b := range c.BlockedBy {
 			until := ""

@@ -56,6 +56,22 @@ func TestExplain(t *testing.T) {
 			"    blocked by hold: automatic promotion is held",
 			"    blocked by soak: verified upstream 28m ago, needs 30m (opens in 1m30s)",
 		}},
+		{name: "newer versions skipped for an older signed one", stage: func(s *stagecoachv1.Stage) {
+			s.Status.Candidate = &stagecoachv1.CandidateVersion{Version: "v1.1.0", Digest: d1, Skipped: []stagecoachv1.SkippedVersion{
+				{Version: "v1.2.0", Digest: d2, Gate: "signature", Reason: "SignatureMissing", Message: "no signature"},
+			}}
+		}, want: []string{
+			"  candidate: v1.1.0 (sha256:111111111111)",
+			"    skipped v1.2.0 (sha256:222222222222) (signature SignatureMissing): no signature",
+		}},
+		{name: "every newer version skipped", stage: func(s *stagecoachv1.Stage) {
+			s.Status.Candidate = &stagecoachv1.CandidateVersion{Skipped: []stagecoachv1.SkippedVersion{
+				{Version: "v1.2.0", Digest: d2, Gate: "history", Reason: "PromotionFailed", Message: "failed before"},
+			}}
+		}, want: []string{
+			"  candidate: none: every newer version is skipped",
+			"    skipped v1.2.0 (sha256:222222222222) (history PromotionFailed): failed before",
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

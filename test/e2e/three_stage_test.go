@@ -29,11 +29,14 @@ import (
 //   - v1, signed: reaches dev, staging and, after one Approval, prod; all Verified;
 //   - the second service's signed v1 image: after one Approval the plugin, having checked the
 //     signature itself, pins the PodTemplate's image to the digest; Argo CD syncs it; Verified;
-//   - v2, unsigned (of both services): blocked by its signature; no Promotion of it, anywhere;
+//   - v2, unsigned (of both services): skipped for its signature (status.candidate.skipped); no
+//     Promotion of it, anywhere;
 //   - v3, signed but refused by staging's API server: Verified in dev, fails in staging, rolls
 //     back to v1, automation holds; v3 never reaches prod;
 //   - v4, signed and good: Verified in dev, but staging holds until a person promotes it; that
-//     person's Approval does not count in prod, another person's does.
+//     person's Approval does not count in prod, another person's does;
+//   - v5, signed, then v6, unsigned, both in the registry before dev looks: dev takes v5 (the
+//     newest eligible) and lists v6 as skipped; v5 reaches prod after one approval.
 func TestThreeStagePipeline(t *testing.T) {
 	sc := env.Scenario(t)
 	ctx := sc.Ctx()
@@ -42,7 +45,7 @@ func TestThreeStagePipeline(t *testing.T) {
 	watchPipeline(t, p)
 
 	admin := sc.Client
-	var v1, v2, v3, pluginV2 string
+	var v1, v2, v3, v6, pluginV2 string
 
 	if !t.Run("signed v1 reaches prod after one approval", func(t *testing.T) {
 		sc := sc.For(t)
@@ -133,12 +136,12 @@ func TestThreeStagePipeline(t *testing.T) {
 		var err error
 		v2, err = p.Push(ctx, "v2.0.0", p.Manifests("v2.0.0"), pipeline.Unsigned)
 		sc.G.Expect(err).NotTo(HaveOccurred())
-		block := waitBlocked(sc, p, pipeline.Dev, v2, "signature")
-		sc.G.Expect(block.Reason).To(Equal("SignatureMissing"), block.Message)
+		skipped := waitSkipped(sc, p, pipeline.Dev, v2)
+		sc.G.Expect(skipped.Reason).To(Equal("SignatureMissing"), skipped.Message)
 		pluginV2, err = p.PushPluginImage(ctx, "v2.0.0", pipeline.Unsigned)
 		sc.G.Expect(err).NotTo(HaveOccurred())
-		block = waitBlocked(sc, p, pipeline.PluginProd, pluginV2, "signature")
-		sc.G.Expect(block.Reason).To(Equal("SignatureMissing"), block.Message)
+		skipped = waitSkipped(sc, p, pipeline.PluginProd, pluginV2)
+		sc.G.Expect(skipped.Reason).To(Equal("SignatureMissing"), skipped.Message)
 		// That no Promotion of v2 ever exists is checked at the end, once later releases passed it by.
 	}) {
 		return
@@ -176,7 +179,7 @@ func TestThreeStagePipeline(t *testing.T) {
 		return
 	}
 
-	t.Run("v4 waits for a person in staging; the promoter cannot approve it for prod", func(t *testing.T) {
+	if !t.Run("v4 waits for a person in staging; the promoter cannot approve it for prod", func(t *testing.T) {
 		sc := sc.For(t)
 		g := sc.G
 		pushed := time.Now()
@@ -211,12 +214,41 @@ func TestThreeStagePipeline(t *testing.T) {
 		prod := sc.WaitVerified(p.Stages[pipeline.Prod], v4, approved)
 		report("%s (v4, approved by a second person)", prod)
 		expectRunning(sc, p, map[string]string{pipeline.Dev: "v4.0.0", pipeline.Staging: "v4.0.0", pipeline.Prod: "v4.0.0"})
+	}) {
+		return
+	}
+
+	t.Run("signed v5 pushed before an unsigned v6 reaches prod", func(t *testing.T) {
+		sc := sc.For(t)
+		g := sc.G
+		pushed := time.Now()
+		v5, err := p.Publish(ctx, "v5.0.0", p.Manifests("v5.0.0"), pipeline.SignedBundle)
+		g.Expect(err).NotTo(HaveOccurred())
+		v6, err = p.Publish(ctx, "v6.0.0", p.Manifests("v6.0.0"), pipeline.Unsigned)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.RequestReconcile(ctx, pipeline.Dev)).To(Succeed())
+
+		dev := sc.WaitVerified(p.Stages[pipeline.Dev], v5, pushed)
+		skipped := waitSkipped(sc, p, pipeline.Dev, v6)
+		g.Expect(skipped.Reason).To(Equal("SignatureMissing"), skipped.Message)
+		g.Expect(skipped.Version).To(Equal("v6.0.0"))
+		sc.WaitVerified(p.Stages[pipeline.Staging], v5, dev.Verified)
+		waitBlocked(sc, p, pipeline.Prod, v5, "approvals")
+		approved := time.Now()
+		_, err = p.Approve(ctx, admin, localstack.AdminUser, pipeline.Prod, v5, "e2e: release v5")
+		g.Expect(err).NotTo(HaveOccurred())
+		prod := sc.WaitVerified(p.Stages[pipeline.Prod], v5, approved)
+		report("%s (v5, pushed before the unsigned v6)", prod)
+		expectRunning(sc, p, map[string]string{pipeline.Dev: "v5.0.0", pipeline.Staging: "v5.0.0", pipeline.Prod: "v5.0.0"})
 	})
 
-	// Across every environment: the unsigned v2 was never promoted, v3 never reached prod.
+	// Across every environment: the unsigned v2 and v6 were never promoted, v3 never reached prod.
 	all, err := p.Promotions(ctx, "")
 	sc.G.Expect(err).NotTo(HaveOccurred())
 	sc.G.Expect(digests(all)).NotTo(ContainElement(v2), "a Promotion of the unsigned v2 exists")
+	if v6 != "" {
+		sc.G.Expect(digests(all)).NotTo(ContainElement(v6), "a Promotion of the unsigned v6 exists")
+	}
 	sc.G.Expect(digests(all)).NotTo(ContainElement(pluginV2), "a Promotion of the second service's unsigned v2 exists")
 	prodPromotions, err := p.Promotions(ctx, pipeline.Prod)
 	sc.G.Expect(err).NotTo(HaveOccurred())
@@ -243,6 +275,21 @@ func waitBlocked(sc *localstack.Scenario, p *pipeline.Pipeline, env, digest, gat
 		block = b
 	}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 	return block
+}
+
+// waitSkipped waits until env's Stage lists digest as a newer version it passes over, and
+// returns why.
+func waitSkipped(sc *localstack.Scenario, p *pipeline.Pipeline, env, digest string) stagecoachv1.SkippedVersion {
+	sc.T.Helper()
+	var skipped stagecoachv1.SkippedVersion
+	sc.G.Eventually(func(g Gomega) {
+		st, err := p.Stage(sc.Ctx(), env)
+		g.Expect(err).NotTo(HaveOccurred())
+		s, ok := pipeline.Skipped(st, digest)
+		g.Expect(ok).To(BeTrue(), "Stage %s: candidate %+v does not skip %s", st.Name, st.Status.Candidate, digest)
+		skipped = s
+	}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
+	return skipped
 }
 
 // waitRolledBack waits until env's promote of digest has failed and its automatic rollback has

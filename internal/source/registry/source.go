@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +42,9 @@ type listing struct {
 	requestedAt string
 	result      Result
 	block       *stagecoachv1.GateBlock
+	// seen is when each listed digest was first seen (soak counts from it), whole seconds, as
+	// status keeps them.
+	seen map[string]time.Time
 }
 
 // Offer lists the Stage's registry when due and offers the eligible tags newer than what the
@@ -52,10 +56,15 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	requestedAt := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]
 	l, ok := s.get(key)
 	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(interval)) {
+		prev := l.seen
 		l = listing{at: now, generation: stage.Generation, requestedAt: requestedAt}
 		var err error
 		if l.result, l.block, err = s.list(ctx, stage); err != nil {
 			return source.Offer{}, err
+		}
+		l.seen = prev // a registry that is down forgets nothing
+		if l.block == nil {
+			l.seen = firstSeen(prev, l.result.Candidates, stage.Status.Candidate, now)
 		}
 		s.put(key, l)
 	}
@@ -74,9 +83,30 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		if !NewerThanCurrent(stage.Status.Current, c) {
 			break
 		}
-		offer.Candidates = append(offer.Candidates, plan.Candidate{Digest: c.Digest, Tag: c.Tag})
+		seen := metav1.NewTime(l.seen[c.Digest])
+		offer.Candidates = append(offer.Candidates, plan.Candidate{Digest: c.Digest, Tag: c.Tag, FirstSeen: &seen})
 	}
 	return offer, nil
+}
+
+// firstSeen carries when each listed digest was first seen over from the previous listing (a
+// digest no longer listed is forgotten). After a restart the Stage's candidate keeps its time
+// from status; any other digest counts from now, which only makes a soak longer. A registry
+// says nothing of when a tag was pushed, and an image's created time is no help (reproducible
+// builds set it to the commit's time, or zero).
+func firstSeen(prev map[string]time.Time, listed []Candidate, candidate *stagecoachv1.CandidateVersion, now time.Time) map[string]time.Time {
+	seen := make(map[string]time.Time, len(listed))
+	for _, c := range listed {
+		t, ok := prev[c.Digest]
+		if !ok && candidate != nil && candidate.Digest == c.Digest && candidate.FirstSeen != nil {
+			t, ok = candidate.FirstSeen.Time, true
+		}
+		if !ok {
+			t = now.Truncate(time.Second)
+		}
+		seen[c.Digest] = t
+	}
+	return seen
 }
 
 func (s *Source) get(key types.NamespacedName) (listing, bool) {

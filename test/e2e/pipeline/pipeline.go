@@ -310,6 +310,20 @@ func (p *Pipeline) pluginImageFiles(tag string) map[string]string {
 }
 
 func (p *Pipeline) push(ctx context.Context, repo, lane, tag string, files map[string]string, signing Signing) (string, error) {
+	digest, err := p.publish(ctx, repo, tag, files, signing)
+	if err != nil {
+		return "", err
+	}
+	return digest, p.RequestReconcile(ctx, lane)
+}
+
+// Publish pushes a release like Push but does not ask dev to look: several releases can then
+// be in the registry before dev lists it (RequestReconcile).
+func (p *Pipeline) Publish(ctx context.Context, tag string, files map[string]string, signing Signing) (string, error) {
+	return p.publish(ctx, p.Repo, tag, files, signing)
+}
+
+func (p *Pipeline) publish(ctx context.Context, repo, tag string, files map[string]string, signing Signing) (string, error) {
 	digest, err := p.Stack.Registry.PushManifests(ctx, repo, tag, files)
 	if err != nil {
 		return "", err
@@ -324,7 +338,7 @@ func (p *Pipeline) push(ctx context.Context, repo, lane, tag string, files map[s
 	if err != nil {
 		return "", fmt.Errorf("failed to sign %s: %w", ref, err)
 	}
-	return digest, p.RequestReconcile(ctx, lane)
+	return digest, nil
 }
 
 // PushSigned pushes the release files for tag, signed with a Sigstore bundle.
@@ -404,4 +418,17 @@ func Blocked(st *stagecoachv1.Stage, digest, gate string) (stagecoachv1.GateBloc
 		}
 	}
 	return stagecoachv1.GateBlock{}, false
+}
+
+// Skipped reports how env's Stage passes over digest, a version newer than its candidate that
+// automation never offers (unsigned, or failed there before), if it does.
+func Skipped(st *stagecoachv1.Stage, digest string) (stagecoachv1.SkippedVersion, bool) {
+	if c := st.Status.Candidate; c != nil {
+		for _, s := range c.Skipped {
+			if s.Digest == digest {
+				return s, true
+			}
+		}
+	}
+	return stagecoachv1.SkippedVersion{}, false
 }

@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log"
@@ -23,6 +24,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/internal/cli"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
@@ -122,9 +124,28 @@ func TestRegistrySourceOffersTheNewestEligibleTag(t *testing.T) {
 	g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(2))
 }
 
-// Only versions a trusted key signed (legacy .sig or bundle) are offered; an unsigned version, or
-// one carrying another digest's signature, is blocked with the reason and never promoted, even
-// when a person asks.
+// eventuallySkipped waits until the Stage's candidate is wantDigest ("" for none) and the newer
+// versions it passes over are exactly skipped (digest → reason), newest first.
+func eventuallySkipped(t *testing.T, ns, stage, wantDigest string, skipped ...[2]string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		s := getStage(g, t.Context(), ns, stage)
+		g.Expect(s.Status.Candidate).NotTo(BeNil())
+		g.Expect(s.Status.Candidate.Digest).To(Equal(wantDigest), toJSON(s.Status.Candidate))
+		var got [][2]string
+		for _, sk := range s.Status.Candidate.Skipped {
+			g.Expect(sk.Gate).To(Equal(stagecoachv1.GateSignature))
+			g.Expect(sk.Version).NotTo(BeEmpty())
+			got = append(got, [2]string{sk.Digest, sk.Reason})
+		}
+		g.Expect(got).To(Equal(skipped), toJSON(s.Status.Candidate))
+	}, timeout, interval).Should(Succeed())
+}
+
+// Only versions a trusted key signed (legacy .sig or bundle) are offered: an unsigned version,
+// or one carrying another digest's signature, is skipped with the reason in
+// status.candidate.skipped and never promoted, even when a person asks; a signed version pushed
+// before an unsigned newer one is still offered (issue 15: the newest *eligible* version).
 func TestSignaturesGateRegistryVersions(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -153,23 +174,21 @@ func TestSignaturesGateRegistryVersions(t *testing.T) {
 	g.Expect(done.Status.Gates).To(ContainElement(And(HaveField("Gate", "signature"), HaveField("Passed", true),
 		HaveField("Message", ContainSubstring("legacy")))))
 
-	// Unsigned: blocked, never promoted.
+	// Unsigned: skipped, never promoted; nothing newer is eligible, so there is no candidate.
 	v2 := verifytest.PushRandomImage(t, reg.repo, "v2.0.0")
 	ask()
-	eventuallyBlockedBy(t, ns, "dev", "signature", digestOf(v2))
-	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy).To(ContainElement(HaveField("Reason", "SignatureMissing")))
+	eventuallySkipped(t, ns, "dev", "", [2]string{digestOf(v2), "SignatureMissing"})
 
-	// Signed by an untrusted key, or carrying v1's signature: blocked as invalid.
+	// Signed by an untrusted key, or carrying v1's signature: skipped as invalid.
 	v3 := verifytest.PushRandomImage(t, reg.repo, "v3.0.0")
 	verifytest.SignBundle(t, t.Context(), v3, other)
 	ask()
-	eventuallyBlockedBy(t, ns, "dev", "signature", digestOf(v3))
-	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy).To(ContainElement(HaveField("Reason", "SignatureInvalid")))
+	eventuallySkipped(t, ns, "dev", "", [2]string{digestOf(v3), "SignatureInvalid"}, [2]string{digestOf(v2), "SignatureMissing"})
 	v4 := verifytest.PushRandomImage(t, reg.repo, "v4.0.0")
 	verifytest.CopyLegacySignature(t, v1, v4)
 	ask()
-	eventuallyBlockedBy(t, ns, "dev", "signature", digestOf(v4))
-	g.Expect(getStage(g, t.Context(), ns, "dev").Status.Candidate.BlockedBy).To(ContainElement(HaveField("Reason", "SignatureInvalid")))
+	eventuallySkipped(t, ns, "dev", "", [2]string{digestOf(v4), "SignatureInvalid"},
+		[2]string{digestOf(v3), "SignatureInvalid"}, [2]string{digestOf(v2), "SignatureMissing"})
 
 	// A person cannot promote the unsigned version either.
 	newPromotion(t, ns, "dev-v2", "dev", stagecoachv1.ActionPromote, digestOf(v2), "v2.0.0")
@@ -181,16 +200,108 @@ func TestSignaturesGateRegistryVersions(t *testing.T) {
 	g.Expect(app.desiredRevision(app.get())).To(Equal(digestOf(v1)))
 	g.Expect(env.Client.Delete(t.Context(), getPromotion(g, t.Context(), ns, "dev-v2"))).To(Succeed())
 
-	// A bundle from the trusted key: offered and promoted.
+	// A bundle from the trusted key, pushed before an unsigned v6: v5 is offered and promoted,
+	// v6 is listed as skipped.
 	v5 := verifytest.PushRandomImage(t, reg.repo, "v5.0.0")
 	verifytest.SignBundle(t, t.Context(), v5, release)
+	v6 := verifytest.PushRandomImage(t, reg.repo, "v6.0.0")
 	ask()
 	g.Eventually(func(g Gomega) {
 		g.Expect(promotionsOf(g, t, ns, "dev")).To(ContainElement(HaveField("Spec.Version.Digest", digestOf(v5))))
 	}, timeout, interval).Should(Succeed())
+	eventuallySkipped(t, ns, "dev", digestOf(v5), [2]string{digestOf(v6), "SignatureMissing"})
+	// stagecoach plan says so too.
+	var out bytes.Buffer
+	g.Expect(cli.Plan(t.Context(), env.Client, cli.PlanOptions{Namespace: ns, Stage: "dev"}, &out, time.Now())).To(Succeed())
+	g.Expect(out.String()).To(ContainSubstring("skipped v6.0.0 (sha256:" + strings.TrimPrefix(digestOf(v6), "sha256:")[:12] + ") (signature SignatureMissing): digest " + digestOf(v6)))
 	for _, p := range promotionsOf(g, t, ns, "dev") {
-		g.Expect(p.Spec.Version.Digest).NotTo(BeElementOf(digestOf(v2), digestOf(v3), digestOf(v4)))
+		g.Expect(p.Spec.Version.Digest).NotTo(BeElementOf(digestOf(v2), digestOf(v3), digestOf(v4), digestOf(v6)))
 	}
+}
+
+// Soak applies to a registry source: automation waits until the version has been offered for
+// promotion.soak, counted from when the controller first saw it (issue 15).
+func TestRegistrySourceSoaksFromFirstSeen(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	v1 := reg.push(t, "v1.0.0")
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+			Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true, Soak: &metav1.Duration{Duration: 3 * time.Second}}
+	})
+	started := time.Now()
+	startController(t, nil)
+
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateSoak, "first seen in the registry", "the Stage asks for 3s")
+	s := getStage(g, t.Context(), ns, "dev")
+	g.Expect(s.Status.Candidate.Digest).To(Equal(v1))
+	g.Expect(s.Status.Candidate.FirstSeen).NotTo(BeNil())
+	g.Expect(promotionsOf(g, t, ns, "dev")).To(BeEmpty())
+	// Once soaked, automation promotes it without any event.
+	p := onlyPromotion(t, ns, "dev")
+	g.Expect(p.Spec.Version.Digest).To(Equal(v1))
+	g.Expect(time.Since(started)).To(BeNumerically(">=", 2*time.Second))
+	g.Expect(p.CreationTimestamp.Time).To(BeTemporally(">=", s.Status.Candidate.FirstSeen.Add(3*time.Second-time.Second)))
+	app.deploy(v1, false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, p.Name, stagecoachv1.PhaseSucceeded)
+}
+
+// A registry version that failed in the Stage is passed over and listed as skipped: after the
+// rollback there is no candidate but the skipped v2; a newer v3 is then the candidate, held until
+// a person promotes (issue 15).
+func TestRegistrySourceSkipsAFailedVersion(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	v1 := reg.push(t, "v1.0.0")
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+			Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	first := onlyPromotion(t, ns, "dev")
+	app.deploy(v1, false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+
+	// v2 fails and is rolled back to v1.
+	v2 := reg.push(t, "v2.0.0")
+	askToLook(t, ns, "dev")
+	var failed stagecoachv1.Promotion
+	g.Eventually(func(g Gomega) {
+		for _, p := range promotionsOf(g, t, ns, "dev") {
+			if p.Spec.Version != nil && p.Spec.Version.Digest == v2 {
+				failed = p
+			}
+		}
+		g.Expect(failed.Name).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	app.waitForRevision(v2, false)
+	app.deploy(v2, false, "Failed", "")
+	eventuallyPhase(t, ns, failed.Name+"-rollback", stagecoachv1.PhaseRunning)
+	app.deploy(v1, false, "Succeeded", "Healthy")
+	eventuallyCondition(t, ns, "dev", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonRolledBack, v1)
+
+	skippedV2 := And(HaveField("Digest", v2), HaveField("Version", "v2.0.0"), HaveField("Gate", stagecoachv1.GateHistory),
+		HaveField("Reason", stagecoachv1.ReasonPromotionFailed))
+	g.Eventually(func(g Gomega) {
+		c := getStage(g, t.Context(), ns, "dev").Status.Candidate
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Digest).To(BeEmpty(), toJSON(c))
+		g.Expect(c.Skipped).To(ConsistOf(skippedV2))
+	}, timeout, interval).Should(Succeed())
+
+	v3 := reg.push(t, "v3.0.0")
+	askToLook(t, ns, "dev")
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateHold)
+	c := getStage(g, t.Context(), ns, "dev").Status.Candidate
+	g.Expect(c.Digest).To(Equal(v3))
+	g.Expect(c.Skipped).To(BeEmpty(), "v2 is older than the candidate: nothing newer is passed over")
+	g.Expect(c.BlockedBy).NotTo(ContainElement(HaveField("Gate", stagecoachv1.GateHistory)))
 }
 
 // A registry that accepts connections and never answers stalls only the Stage that lists it:

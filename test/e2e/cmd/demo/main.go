@@ -111,11 +111,11 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	block, err := waitBlocked(ctx, p, pipeline.Dev, v11, "signature")
+	skipped, err := waitSkipped(ctx, p, pipeline.Dev, v11)
 	if err != nil {
 		return err
 	}
-	say("dev never offers it: %s: %s", block.Reason, block.Message)
+	say("dev skips it (status.candidate.skipped): %s: %s", skipped.Reason, skipped.Message)
 	stopWatch()
 
 	say("stagecoach plan -A")
@@ -173,6 +173,22 @@ func waitBlocked(ctx context.Context, p *pipeline.Pipeline, env, digest, gate st
 		return ok, nil
 	})
 	return block, err
+}
+
+// waitSkipped waits until env's Stage lists digest as a newer version it passes over, and
+// returns why.
+func waitSkipped(ctx context.Context, p *pipeline.Pipeline, env, digest string) (stagecoachv1.SkippedVersion, error) {
+	var skipped stagecoachv1.SkippedVersion
+	err := poll(ctx, fmt.Sprintf("%s to skip %s", env, digest), func() (bool, error) {
+		st, err := p.Stage(ctx, env)
+		if err != nil {
+			return false, err
+		}
+		var ok bool
+		skipped, ok = pipeline.Skipped(st, digest)
+		return ok, nil
+	})
+	return skipped, err
 }
 
 func poll(ctx context.Context, what string, done func() (bool, error)) error {
