@@ -307,7 +307,8 @@ func Decode(b []byte) (*Record, error) {
 	var head struct {
 		APIVersion string `json:"apiVersion"`
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
+	// Only the first value: trailing data gets its own message below.
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&head); err != nil {
 		return nil, fmt.Errorf("record is not a JSON object: %w", err)
 	}
 	if head.APIVersion != APIVersion {
