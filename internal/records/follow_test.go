@@ -332,3 +332,18 @@ func TestFollowRegistryDownThenBack(t *testing.T) {
 	g.Expect(v.Head).To(Equal(Seen{Seq: 5, Digest: up.head}))
 	g.Expect(offered(v)).To(Equal([]string{digestOf('b')}))
 }
+
+// TestFollowRefusesFork: a trusted record that does not chain to the one before it is refused.
+func TestFollowRefusesFork(t *testing.T) {
+	g := NewWithT(t)
+	oldKey, _, _ := cosignKeys(t)
+	reg := newRegistry(t)
+	up := newUpstream(t, reg.store(t), oldKey, testStream)
+	up.release(digestOf('a'))
+	up.head = digestOf('f') // record 3 names a record 2 that is not the one in the stream
+	up.add(ActionPromote, VerdictSucceeded, digestOf('b'))
+	f := Follower{Store: reg.store(t), Trust: trustOf(t, map[string]testKey{"staging": oldKey}, testStream)}
+	_, err := f.Read(t.Context(), testStream, nil, nil)
+	g.Expect(err).To(MatchError(ErrFork))
+	g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
+}
