@@ -106,7 +106,10 @@ func TestAuditStream(t *testing.T) {
 		wantOK     int
 	}{
 		{name: "clean stream", wantOK: 4,
-			build: func(t *testing.T, reg *testRegistry, up *upstream) { up.release(digestOf('a')); up.release(digestOf('b')) }},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				up.release(digestOf('b'))
+			}},
 		{name: "forged record in the middle", wantOK: 3, wantBreaks: []Break{{Seq: 3, Kind: BreakSignature}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
