@@ -347,3 +347,30 @@ func TestFollowRefusesFork(t *testing.T) {
 	g.Expect(err).To(MatchError(ErrFork))
 	g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
 }
+
+// TestFollowRefusesTruncatedTagList: a registry that cuts the tag list without a link to the
+// next page would hide records; that is an error, not a shorter stream.
+func TestFollowRefusesTruncatedTagList(t *testing.T) {
+	g := NewWithT(t)
+	oldKey, _, _ := cosignKeys(t)
+	reg := newRegistry(t)
+	up := newUpstream(t, reg.store(t), oldKey, testStream)
+	up.release(digestOf('a'))
+	up.release(digestOf('b'))
+	s := reg.store(t)
+	s.PageSize = 3 // go-containerregistry's in-memory registry honours n but sends no Link
+	f := Follower{Store: s, Trust: trustOf(t, map[string]testKey{"staging": oldKey}, testStream)}
+	_, err := f.Read(t.Context(), testStream, nil, nil)
+	g.Expect(err).To(MatchError(errTruncated))
+	s = reg.store(t)
+	s.PageSize = 4 // a full last page is indistinguishable from a cut one: refused too
+	f.Store = s
+	_, err = f.Read(t.Context(), testStream, nil, nil)
+	g.Expect(err).To(MatchError(errTruncated))
+	s = reg.store(t)
+	s.PageSize = 5
+	f.Store = s
+	v, err := f.Read(t.Context(), testStream, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Head.Seq).To(Equal(int64(4)))
+}

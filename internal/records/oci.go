@@ -64,6 +64,15 @@ type Store struct {
 	opts ociclient.Options
 	// Concurrency is how many records are fetched at once when reading a range; 8 when zero.
 	Concurrency int
+	// PageSize is the number of tags asked for per page of the tag list; 1000 when zero.
+	PageSize int
+
+	// One puller and one pusher for the store's life: go-containerregistry then pings the
+	// registry and exchanges tokens once, not on every call (which cost most of a record's
+	// write before). Neither keeps an error: a failed setup is retried on the next call.
+	mu     sync.Mutex
+	puller *remote.Puller
+	pusher *remote.Pusher
 }
 
 // NewStore opens repository (for example registry.example/delivery/streams). Plain HTTP is used
@@ -82,8 +91,24 @@ func (s *Store) Repository() string { return s.repo.Name() }
 // Ref is the full reference of a tag in the store.
 func (s *Store) Ref(tag string) string { return s.repo.Tag(tag).Name() }
 
-func (s *Store) remote(ctx context.Context) []remote.Option {
-	return ociclient.RemoteOptions(ctx, s.opts)
+// clients returns the store's puller and pusher. The context in their options is never used:
+// their methods take the caller's.
+func (s *Store) clients(ctx context.Context) (*remote.Puller, *remote.Pusher, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.puller == nil {
+		opts := append(ociclient.RemoteOptions(ctx, s.opts), remote.WithPageSize(s.pageSize()))
+		pl, err := remote.NewPuller(opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		ps, err := remote.NewPusher(opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.puller, s.pusher = pl, ps
+	}
+	return s.puller, s.pusher, nil
 }
 
 func (s *Store) classify(err error) error { return ociclient.ClassifyError(s.repo.Name(), err) }
@@ -91,7 +116,11 @@ func (s *Store) classify(err error) error { return ociclient.ClassifyError(s.rep
 // seqs lists the record tags of stream: seq -> tag. A repository that does not exist yet holds no
 // records.
 func (s *Store) seqs(ctx context.Context, stream string) (map[int64]string, error) {
-	tags, err := remote.List(s.repo, s.remote(ctx)...)
+	pl, _, err := s.clients(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := s.list(ctx, pl)
 	if err != nil {
 		if ociclient.IsNotFound(err) {
 			return map[int64]string{}, nil
@@ -103,6 +132,38 @@ func (s *Store) seqs(ctx context.Context, stream string) (map[int64]string, erro
 	for _, t := range tags {
 		if n, ok := seqOfTag(prefix, t); ok {
 			out[n] = t
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) pageSize() int {
+	if s.PageSize > 0 {
+		return s.PageSize
+	}
+	return 1000
+}
+
+// errTruncated: a registry returned a full page of tags and no link to the next one.
+var errTruncated = errors.New("registry returned a full page of tags without a link to the next page")
+
+// list returns every tag of the repository, following the registry's pagination links. A
+// registry that cuts the list without a link would hide records (and make a removal look like
+// nothing happened), so that is an error, not a short list.
+func (s *Store) list(ctx context.Context, pl *remote.Puller) ([]string, error) {
+	lister, err := pl.Lister(ctx, s.repo)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for lister.HasNext() {
+		page, err := lister.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Tags...)
+		if !lister.HasNext() && len(page.Tags) >= s.pageSize() {
+			return nil, fmt.Errorf("%w (%d tags in %s); the registry does not paginate the tag list as the OCI distribution spec says", errTruncated, len(page.Tags), s.repo.Name())
 		}
 	}
 	return out, nil
@@ -125,7 +186,11 @@ var errAbsent = errors.New("record tag absent")
 // fetch reads the record under tag. Registry trouble is an error; a malformed artifact is not
 // (it is returned with Problem set, for the caller to count as untrusted or as a break).
 func (s *Store) fetch(ctx context.Context, tag string) (*artifact, error) {
-	desc, err := remote.Get(s.repo.Tag(tag), s.remote(ctx)...)
+	pl, _, err := s.clients(ctx)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := pl.Get(ctx, s.repo.Tag(tag))
 	if err != nil {
 		if ociclient.IsNotFound(err) {
 			return nil, errAbsent
@@ -153,7 +218,7 @@ func (s *Store) fetch(ctx context.Context, tag string) (*artifact, error) {
 	}
 	b := l.Data
 	if b == nil {
-		layer, err := remote.Layer(s.repo.Digest(l.Digest.String()), s.remote(ctx)...)
+		layer, err := pl.Layer(ctx, s.repo.Digest(l.Digest.String()))
 		if err != nil {
 			return nil, s.classify(err)
 		}
@@ -233,7 +298,11 @@ func (s *Store) fetchAll(ctx context.Context, tags []string) ([]*artifact, error
 
 // head returns the manifest digest under tag, errAbsent when there is none.
 func (s *Store) head(ctx context.Context, tag string) (string, error) {
-	d, err := remote.Head(s.repo.Tag(tag), s.remote(ctx)...)
+	pl, _, err := s.clients(ctx)
+	if err != nil {
+		return "", err
+	}
+	d, err := pl.Head(ctx, s.repo.Tag(tag))
 	if err != nil {
 		if ociclient.IsNotFound(err) {
 			return "", errAbsent
@@ -245,10 +314,14 @@ func (s *Store) head(ctx context.Context, tag string) (string, error) {
 
 // push writes the record artifact under tag and returns its manifest digest.
 func (s *Store) push(ctx context.Context, tag string, rec []byte, stream string, seq int64, sig []byte, keyID string) (string, error) {
+	_, ps, err := s.clients(ctx)
+	if err != nil {
+		return "", err
+	}
 	layer := static.NewLayer(rec, LayerMediaType)
 	cfg := static.NewLayer(configBlob, ConfigMediaType)
 	for _, l := range []v1.Layer{cfg, layer} {
-		if err := remote.WriteLayer(s.repo, l, s.remote(ctx)...); err != nil {
+		if err := ps.Upload(ctx, s.repo, l); err != nil {
 			return "", s.classify(err)
 		}
 	}
@@ -270,7 +343,7 @@ func (s *Store) push(ctx context.Context, tag string, rec []byte, stream string,
 	if err != nil {
 		return "", err
 	}
-	if err := remote.Put(s.repo.Tag(tag), rawManifest(raw), s.remote(ctx)...); err != nil {
+	if err := ps.Put(ctx, s.repo.Tag(tag), rawManifest(raw)); err != nil {
 		return "", s.classify(err)
 	}
 	return Digest(raw), nil
