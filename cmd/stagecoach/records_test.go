@@ -61,6 +61,9 @@ func writeStream(t *testing.T, repo string, signers []*records.Signer) {
 			Action: records.ActionPromote, Verdict: records.VerdictSucceeded, Actor: "ann@example.com",
 			Version: &records.Version{Digest: "sha256:" + strings.Repeat("a", 64), Tag: "v1.0.0"},
 			Times:   records.Times{Recorded: records.NewTime(time.Date(2026, 12, 1, 11, 0, i, 0, time.UTC))}}
+		if i == 1 {
+			r.BreakGlass = &records.BreakGlass{Reason: "hotfix for INC-42"}
+		}
 		w, err := records.NewWriter(store, s).Write(t.Context(), r)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +94,7 @@ func TestRecordsVerify(t *testing.T) {
 		wantOut []string
 	}{
 		{name: "clean stream", signers: []*records.Signer{recorder, recorder, recorder},
-			wantOut: []string{"SEQ", "Promote", "Succeeded", "ann@example.com", "staging-recorder", "3 records, every signature trusted, chain unbroken"}},
+			wantOut: []string{"SEQ", "Promote", "Succeeded", "ann@example.com", "Promote (break-glass: hotfix for INC-42)", "staging-recorder", "3 records, every signature trusted, chain unbroken"}},
 		{name: "forged record", signers: []*records.Signer{recorder, forger, recorder},
 			wantErr: "has 1 break(s)", wantOut: []string{"BROKEN", "seq 2  Signature", "no trusted key bound to the stream verifies"}},
 		{name: "json", signers: []*records.Signer{recorder}, args: []string{"-o", "json"}, wantOut: []string{`"breaks": []`, `"key": "staging-recorder"`}},

@@ -166,6 +166,15 @@ func TestFollowSkipsUntrusted(t *testing.T) {
 		g.Expect(err).To(MatchError(ErrGap))
 		g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
 	})
+	t.Run("no trust config", func(t *testing.T) {
+		g := NewWithT(t)
+		reg := newRegistry(t)
+		up := newUpstream(t, reg.store(t), oldKey, testStream)
+		up.release(digestOf('a'))
+		f := Follower{Store: reg.store(t)}
+		_, err := f.Read(t.Context(), testStream, nil, nil)
+		g.Expect(err).To(MatchError(ErrUntrusted))
+	})
 	t.Run("a key bound to other streams only", func(t *testing.T) {
 		g := NewWithT(t)
 		reg := newRegistry(t)

@@ -171,6 +171,16 @@ func StreamID(cluster, namespace, name string) (string, error) {
 	return id, nil
 }
 
+// ClusterIdentity turns the UID of the cluster's kube-system namespace (which lives as long as
+// the cluster) into the cluster part of stream ids: its first 12 hex digits, lowercase.
+func ClusterIdentity(kubeSystemUID string) (string, error) {
+	h := strings.ToLower(strings.ReplaceAll(kubeSystemUID, "-", ""))
+	if len(h) < 12 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("kube-system namespace UID %q is not a UUID; set the cluster identity explicitly", kubeSystemUID)
+	}
+	return h[:12], nil
+}
+
 // ValidateStream checks a stream id has the form <cluster>/<namespace>/<name>.
 func ValidateStream(id string) error {
 	if len(id) > 330 || !streamRE.MatchString(id) {

@@ -162,6 +162,14 @@ func TestStreamIDAndTags(t *testing.T) {
 			g.Expect(n).To(Equal(int64(7)))
 		})
 	}
+	t.Run("cluster identity from kube-system's UID", func(t *testing.T) {
+		g := NewWithT(t)
+		id, err := ClusterIdentity("8D1E4F2A-9C0B-4a5e-9f1b-0123456789ab")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(id).To(Equal("8d1e4f2a9c0b"))
+		_, err = ClusterIdentity("not-a-uid")
+		g.Expect(err).To(MatchError(ContainSubstring("is not a UUID")))
+	})
 	t.Run("a neighbour stream's tags are not ours", func(t *testing.T) {
 		g := NewWithT(t)
 		// Stage "payments-1" next to "payments": its record 5 must not read as our record "1-5".
