@@ -337,6 +337,15 @@ func TestFollowRegistryDownThenBack(t *testing.T) {
 	g.Expect(w.Existed).To(BeFalse())
 	up.seq, up.head = w.Seq, w.Digest
 
+	// An outage in the middle of a read (one record's GET fails among parallel ones) is the
+	// registry's error, not the cancellation of the others, and changes nothing either.
+	bad := Tag(testStream, 4)
+	reg.failTag.Store(&bad)
+	got, err = f.Read(t.Context(), testStream, v, &seen)
+	g.Expect(err).To(MatchError(ociclient.ErrUnreachable))
+	g.Expect(got).To(BeNil())
+	reg.failTag.Store(nil)
+
 	v, err = f.Read(t.Context(), testStream, v, &seen)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v.Head).To(Equal(Seen{Seq: 5, Digest: up.head}))

@@ -31,8 +31,10 @@ import (
 type testRegistry struct {
 	srv  *httptest.Server
 	down atomic.Bool
-	mu   sync.Mutex
-	gets map[string]int
+	// failTag, when set, makes GETs of that tag's manifest answer 503 (an outage mid-read).
+	failTag atomic.Pointer[string]
+	mu      sync.Mutex
+	gets    map[string]int
 }
 
 func newRegistry(t testing.TB) *testRegistry {
@@ -46,6 +48,10 @@ func newRegistry(t testing.TB) *testRegistry {
 		}
 		if req.Method == http.MethodGet {
 			if i := strings.Index(req.URL.Path, "/manifests/"); i >= 0 {
+				if ft := r.failTag.Load(); ft != nil && req.URL.Path[i+len("/manifests/"):] == *ft {
+					http.Error(w, "backend timeout", http.StatusServiceUnavailable)
+					return
+				}
 				r.mu.Lock()
 				r.gets[req.URL.Path[i+len("/manifests/"):]]++
 				r.mu.Unlock()

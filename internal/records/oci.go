@@ -261,7 +261,9 @@ func (s *Store) fetchAll(ctx context.Context, tags []string) ([]*artifact, error
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make([]*artifact, len(tags))
-	errs := make([]error, len(tags))
+	// The first error is the cause; the others are mostly the cancellation it triggered.
+	var first error
+	var once sync.Once
 	sem := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for i, t := range tags {
@@ -278,17 +280,16 @@ func (s *Store) fetchAll(ctx context.Context, tags []string) ([]*artifact, error
 			if errors.Is(err, errAbsent) {
 				err = nil
 			}
-			out[i], errs[i] = a, err
 			if err != nil {
-				cancel()
+				once.Do(func() { first = err; cancel() })
+				return
 			}
+			out[i] = a
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if first != nil {
+		return nil, first
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
