@@ -17,6 +17,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newControllerCommand(), newPlanCommand(), newCMPCommand(cosignVerifier), newPromoteCommand(), newApproveCommand(),
 		newRollbackCommand(), newFreezeCommand(), newUnfreezeCommand(), newVersionCommand())
+	root.AddCommand(newRecordsCommand())
 	return root
 }
 

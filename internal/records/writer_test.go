@@ -1,0 +1,169 @@
+package records
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestWriterExactlyOnce: a crash between push and status write is healed by writing the same
+// record again; a different record at that seq is refused and nothing is overwritten.
+func TestWriterExactlyOnce(t *testing.T) {
+	oldKey, _, evil := cosignKeys(t)
+	cases := []struct {
+		name string
+		// again is called after record 2 was pushed and "the process died" before its status
+		// write: it returns the writer of the restarted process and the record it writes.
+		again        func(t *testing.T, reg *testRegistry, up *upstream, first *Record) (*Writer, *Record)
+		wantErr      error
+		wantExisted  bool
+		wantSameMani bool
+	}{
+		{name: "same record after a restart is done, nothing pushed", wantExisted: true, wantSameMani: true,
+			again: func(t *testing.T, reg *testRegistry, up *upstream, first *Record) (*Writer, *Record) {
+				// A new Writer (new process), the record rebuilt from the Promotion's spec.
+				c := *first
+				return NewWriter(reg.store(t), oldKey.signer), &c
+			}},
+		{name: "another record at that seq is a conflict", wantErr: ErrConflict,
+			again: func(t *testing.T, reg *testRegistry, up *upstream, first *Record) (*Writer, *Record) {
+				c := *first
+				c.Verdict = VerdictFailed
+				return NewWriter(reg.store(t), oldKey.signer), &c
+			}},
+		{name: "same bytes under someone else's signature are re-signed, not rewritten", wantExisted: true,
+			again: func(t *testing.T, reg *testRegistry, up *upstream, first *Record) (*Writer, *Record) {
+				reg.deleteTag(t, Tag(testStream, 2))
+				c := *first
+				if _, err := NewWriter(reg.store(t), evil.signer).Write(t.Context(), &c); err != nil {
+					t.Fatal(err)
+				}
+				return NewWriter(reg.store(t), oldKey.signer), &c
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			reg := newRegistry(t)
+			up := newUpstream(t, reg.store(t), oldKey, testStream)
+			up.add(ActionPromote, VerdictStarted, digestOf('a'))
+			second := up.record(ActionPromote, VerdictSucceeded, digestOf('a'))
+			first, err := up.w.Write(t.Context(), second)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(first.Existed).To(BeFalse())
+			g.Expect(first.Ref).To(Equal(reg.repository() + ":8d1e4f2a9c0b.staging.payments-2"))
+
+			w, rec := tc.again(t, reg, up, second)
+			got, err := w.Write(t.Context(), rec)
+			if tc.wantErr != nil {
+				g.Expect(err).To(MatchError(tc.wantErr))
+				g.Expect(err).To(MatchError(ContainSubstring("already holds another record")))
+				g.Expect(w.mustDigestAt(t, 2)).To(Equal(first.Digest), "nothing overwritten")
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got.Existed).To(Equal(tc.wantExisted))
+			g.Expect(got.Digest).To(Equal(first.Digest))
+			g.Expect(got.Seq).To(Equal(int64(2)))
+			if tc.wantSameMani {
+				g.Expect(got.Manifest).To(Equal(first.Manifest), "no second push")
+			}
+			// Whatever happened, a follower sees records 1-2 in order, signed by the recorder.
+			f := Follower{Store: reg.store(t), Trust: trustOf(t, map[string]testKey{"staging": oldKey}, testStream)}
+			v, err := f.Read(t.Context(), testStream, nil, &Seen{Seq: 2, Digest: first.Digest})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(v.Head).To(Equal(Seen{Seq: 2, Digest: first.Digest}))
+			g.Expect(v.Skipped).To(BeZero())
+			// And the recorder of a re-created Stage continues from there.
+			head, rec2, err := w.Head(t.Context(), testStream)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(head.Seq).To(Equal(int64(2)))
+			g.Expect(rec2.Verdict).To(Equal(VerdictSucceeded))
+		})
+	}
+}
+
+func TestWriterRefusesInvalidRecords(t *testing.T) {
+	g := NewWithT(t)
+	oldKey, _, _ := cosignKeys(t)
+	reg := newRegistry(t)
+	up := newUpstream(t, reg.store(t), oldKey, testStream)
+	r := up.record(ActionVerify, VerdictStarted, digestOf('a'))
+	_, err := up.w.Write(t.Context(), r)
+	g.Expect(err).To(MatchError(ContainSubstring(`action Verify cannot have verdict "Started"`)))
+	head, _, err := up.w.Head(t.Context(), testStream)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(head).To(BeNil(), "nothing was pushed")
+}
+
+// TestAuditStream: every break in a stream is reported, each once.
+func TestAuditStream(t *testing.T) {
+	oldKey, newKey, evil := cosignKeys(t)
+	cases := []struct {
+		name       string
+		build      func(t *testing.T, reg *testRegistry, up *upstream)
+		wantBreaks []Break // Kind and Seq only
+		wantOK     int
+	}{
+		{name: "clean stream", wantOK: 4,
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				up.release(digestOf('b'))
+			}},
+		{name: "forged record in the middle", wantOK: 3, wantBreaks: []Break{{Seq: 3, Kind: BreakSignature}},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				forger := newUpstream(t, reg.store(t), evil, testStream)
+				forger.seq, forger.head = up.seq, up.head
+				forger.add(ActionPromote, VerdictSucceeded, digestOf('e'))
+				up.seq, up.head = forger.seq, forger.head
+				up.add(ActionVerify, VerdictVerified, digestOf('e'))
+			}},
+		{name: "missing record", wantOK: 3, wantBreaks: []Break{{Seq: 2, Kind: BreakMissing}},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				up.release(digestOf('b'))
+				reg.deleteTag(t, Tag(testStream, 2))
+			}},
+		{name: "fork: record chained to another record", wantOK: 2, wantBreaks: []Break{{Seq: 3, Kind: BreakChain}},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				up.head = digestOf('f')
+				up.add(ActionPromote, VerdictSucceeded, digestOf('b'))
+			}},
+		{name: "key not listed", wantOK: 2, wantBreaks: []Break{{Seq: 3, Kind: BreakSignature}, {Seq: 4, Kind: BreakSignature}},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				rotated := newUpstream(t, reg.store(t), newKey, testStream)
+				rotated.seq, rotated.head = up.seq, up.head
+				rotated.release(digestOf('b'))
+			}},
+		{name: "empty stream", wantBreaks: []Break{{Kind: BreakEmpty}},
+			build: func(*testing.T, *testRegistry, *upstream) {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			reg := newRegistry(t)
+			up := newUpstream(t, reg.store(t), oldKey, testStream)
+			tc.build(t, reg, up)
+			a, err := AuditStream(t.Context(), reg.store(t), trustOf(t, map[string]testKey{"staging": oldKey}, testStream), testStream)
+			g.Expect(err).NotTo(HaveOccurred())
+			var got []Break
+			for _, b := range a.Breaks {
+				g.Expect(b.Message).NotTo(BeEmpty())
+				got = append(got, Break{Seq: b.Seq, Kind: b.Kind})
+			}
+			g.Expect(got).To(Equal(tc.wantBreaks))
+			ok := 0
+			for _, e := range a.Entries {
+				if e.OK {
+					ok++
+					g.Expect(e.Key).To(Equal("staging"))
+					g.Expect(e.Record).NotTo(BeNil())
+				}
+			}
+			g.Expect(ok).To(Equal(tc.wantOK))
+		})
+	}
+}
