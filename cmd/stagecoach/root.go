@@ -16,7 +16,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newControllerCommand(), newPlanCommand(), newCMPCommand(cosignVerifier), newPromoteCommand(), newApproveCommand(),
-		newRollbackCommand(), newFreezeCommand(), newUnfreezeCommand(), newVersionCommand())
+		newRollbackCommand(), newFreezeCommand(), newUnfreezeCommand(), newDoraCommand(), newVersionCommand())
 	return root
 }
 
