@@ -118,36 +118,55 @@ func LeadTime(chain []*stagecoachv1.Stage, promotions []stagecoachv1.Promotion, 
 	return max(p.Status.VerifiedAt.Sub(first), 0), true
 }
 
-// RestoreStart is when the failure that a verified Promotion ends began: the first failed change
-// in the Stage since the last verified version before it. ok is false when nothing had failed.
-// promotions may hold other Stages' Promotions and p itself; both are skipped.
+// RestoreStart is when the failure that a verified Promotion ends began: the end of the first
+// failed change in the Stage since the last verified version before it. ok is false when nothing
+// had failed. promotions may hold other Stages' Promotions and p itself; both are skipped.
+//
+// A Stage runs one Promotion at a time, so its Promotions are ordered by when they started (then
+// created, then named): status times keep whole seconds, and a fast engine fails a version in
+// the same second as the one before it was verified.
 func RestoreStart(promotions []stagecoachv1.Promotion, p *stagecoachv1.Promotion) (time.Time, bool) {
 	if !restores(p) {
 		return time.Time{}, false
 	}
-	end := p.Status.VerifiedAt.Time
-	var lastGood time.Time
+	var before []*stagecoachv1.Promotion
 	for i := range promotions {
 		q := &promotions[i]
-		if q.UID == p.UID || q.Namespace != p.Namespace || q.Spec.Stage != p.Spec.Stage || !restores(q) {
-			continue
-		}
-		if t := q.Status.VerifiedAt.Time; t.Before(end) && t.After(lastGood) {
-			lastGood = t
+		if q.UID != p.UID && q.Namespace == p.Namespace && q.Spec.Stage == p.Spec.Stage && q.Status.FinishedAt != nil && runsBefore(q, p) {
+			before = append(before, q)
 		}
 	}
+	sort.Slice(before, func(i, j int) bool { return runsBefore(before[i], before[j]) })
 	var start time.Time
-	for i := range promotions {
-		q := &promotions[i]
-		if q.UID == p.UID || q.Namespace != p.Namespace || q.Spec.Stage != p.Spec.Stage || !IsFailure(q) {
-			continue
+	for i := len(before) - 1; i >= 0; i-- {
+		q := before[i]
+		if restores(q) {
+			break
 		}
-		t := q.Status.FinishedAt.Time
-		if t.After(lastGood) && !t.After(end) && (start.IsZero() || t.Before(start)) {
-			start = t
+		if IsFailure(q) {
+			start = q.Status.FinishedAt.Time
 		}
 	}
 	return start, !start.IsZero()
+}
+
+// runsBefore orders one Stage's Promotions by when they started, then were created, then by name.
+func runsBefore(a, b *stagecoachv1.Promotion) bool {
+	ta, tb := startOf(a), startOf(b)
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ca, cb := a.CreationTimestamp.Time, b.CreationTimestamp.Time; !ca.Equal(cb) {
+		return ca.Before(cb)
+	}
+	return a.Name < b.Name
+}
+
+func startOf(p *stagecoachv1.Promotion) time.Time {
+	if p.Status.StartedAt != nil {
+		return p.Status.StartedAt.Time
+	}
+	return p.CreationTimestamp.Time
 }
 
 // Durations summarises observed durations.

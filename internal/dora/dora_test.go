@@ -111,6 +111,17 @@ func TestCompute(t *testing.T) {
 			want: Keys{Deployments: 1, DeploymentsPerDay: 1, Changes: 1,
 				LeadTime: durations(30 * time.Minute), TimeToRestore: durations(40 * time.Minute)},
 		},
+		{
+			name: "a failure in the same second as the verify before it still starts an incident (Promotions run in order)",
+			promotions: []stagecoachv1.Promotion{
+				finished("good", "prod", promote, "sha256:1", ok, 0, 10),
+				finished("bad", "prod", promote, "sha256:2", failed, 10, 10),
+				finished("fix", "prod", promote, "sha256:3", ok, 11, 12),
+			},
+			until: day,
+			want: Keys{Deployments: 2, DeploymentsPerDay: 2, Changes: 3, Failures: 1, ChangeFailureRate: 1.0 / 3,
+				LeadTime: durations(10*time.Minute, time.Minute), TimeToRestore: durations(2 * time.Minute)},
+		},
 		{name: "nothing happened", until: day, want: Keys{}},
 	}
 	for _, tt := range tests {
