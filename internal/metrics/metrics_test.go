@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -257,4 +258,25 @@ func histogram(t *testing.T, vec *prometheus.HistogramVec, l prometheus.Labels) 
 		t.Fatal(err)
 	}
 	return [2]float64{float64(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()}
+}
+
+// A second manager in the same process (tests) does not fail on the first one's collector, and a
+// stopped manager's collector leaves the registry.
+func TestStateCollectorStart(t *testing.T) {
+	g := NewWithT(t)
+	reg := prometheus.NewRegistry()
+	reader := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(newStage("prod", "prod")).Build()
+	first, second := &StateCollector{Reader: reader}, &StateCollector{Reader: reader}
+	ctx1, stop1 := context.WithCancel(t.Context())
+	ctx2, stop2 := context.WithCancel(t.Context())
+	done1, done2 := make(chan error, 1), make(chan error, 1)
+	go func() { done1 <- first.Start(ctx1, reg) }()
+	g.Eventually(func() int { n, _ := testutil.GatherAndCount(reg, StageReady); return n }).Should(Equal(1))
+	go func() { done2 <- second.Start(ctx2, reg) }()
+	g.Consistently(done2, 200*time.Millisecond).ShouldNot(Receive(), "the second must wait, not fail")
+	stop1()
+	g.Eventually(done1).Should(Receive(BeNil()))
+	g.Expect(testutil.GatherAndCount(reg, StageReady)).To(BeZero(), "the stopped manager's Stages are still reported")
+	stop2()
+	g.Eventually(done2).Should(Receive(BeNil()))
 }

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,7 +116,13 @@ func isTrue(s *stagecoachv1.Stage, condType string) float64 {
 func (c *StateCollector) Start(ctx context.Context, reg prometheus.Registerer) error {
 	c.Context = ctx
 	if err := reg.Register(c); err != nil {
-		return err
+		if !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return fmt.Errorf("failed to register the Stage metrics: %w", err)
+		}
+		// Another manager of this process reports the Stages already (tests run several, one
+		// after another): this one must not fail for it.
+		<-ctx.Done()
+		return nil
 	}
 	<-ctx.Done()
 	reg.Unregister(c)
