@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,4 +150,36 @@ func TestSteps(t *testing.T) {
 			NewWithT(t).Expect(Steps(tt.before, tt.after)).To(Equal(tt.want))
 		})
 	}
+}
+
+// approve --wait: nothing carries the version yet, so the wait says what blocks it; then it
+// follows the Promotion automation created for it.
+func TestWaitForVersion(t *testing.T) {
+	g := NewWithT(t)
+	stage := fixtureStage("web-prod", "prod", "")
+	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Digest: digest1, Version: "v1",
+		BlockedBy: []stagecoachv1.GateBlock{{Gate: "approvals", Message: "1 of 2 approvals"}}}
+	old := fixturePromotion("web-old", "web-prod", stagecoachv1.ActionPromote, digest1, "v1", stagecoachv1.PhaseFailed, 0, 0, 1, -1, -1, 2)
+	auto := fixturePromotion("web-auto", "web-prod", stagecoachv1.ActionPromote, digest1, "v1", stagecoachv1.PhaseSucceeded, 30, 30, 31, 32, 33, 33)
+	auto.Status.Message = "verified: Synced, Healthy"
+	lists := 0
+	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(stage, old, auto).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists++
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if lists <= 2 { // automation has not created it yet
+				l := list.(*stagecoachv1.PromotionList)
+				l.Items = slices.DeleteFunc(l.Items, func(p stagecoachv1.Promotion) bool { return p.Name == "web-auto" })
+			}
+			return nil
+		}}).Build()
+	var out bytes.Buffer
+	p, err := WaitForVersion(t.Context(), c, "shop", "web-prod", digest1, at(20).Time, WaitOptions{Timeout: time.Minute, Interval: time.Millisecond}, &out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.Name).To(Equal("web-auto"), "the Promotion from before the approval is not the one")
+	g.Expect(out.String()).To(Equal("waiting for a Promotion: blocked by approvals: 1 of 2 approvals\n" +
+		"promotion: web-auto carries " + digest1 + " to Stage web-prod\n" +
+		"gates: none to pass\napplied: v1 (" + digest1 + ") at 2026-11-01T09:31:00Z\nlanded: Synced, Healthy\nverified: Synced, Healthy\n"))
 }
