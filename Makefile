@@ -131,13 +131,14 @@ $(CONTROLLER_GEN):
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
 
 .PHONY: bench
-bench: envtest-assets ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records; the plugin's render against kustomize build.
+bench: envtest-assets ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records; /metrics with 5,000 Stages; the plugin's render against kustomize build.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
 	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
 	go test -run '^$$' -bench . -benchmem ./internal/check
 	go test -run '^$$' -bench Schedule -benchmem ./internal/waves
 	go test -run '^$$' -bench 'Write|Audit10k|Follow10k' -benchmem ./internal/records
+	go test -run '^$$' -bench BenchmarkScrape -benchtime 3x -benchmem ./internal/metrics
 	go run ./test/bench/cmp
 
 # Container image and release files, without Docker (hack/image, hack/release). Every timestamp in

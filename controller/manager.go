@@ -19,11 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/metrics"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
@@ -101,6 +104,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		Events:                    mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval:      opts.ApplierRetryInterval,
 		Clock:                     opts.Clock,
+		Observer:                  &metrics.Observer{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Vectors: metrics.Shared()},
 	}
 	if opts.EventsAddr != "" {
 		recorder, err := fluxevents.NewRecorder(ctrl.Log.WithName("flux-events"), opts.EventsAddr, ControllerName,
@@ -123,6 +127,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	}
 	if err := addAPI(mgr, opts); err != nil {
 		return nil, err
+	}
+	// The Stages' state is read from the cache at each scrape, while this replica leads.
+	state := &metrics.StateCollector{Reader: mgr.GetClient(), Timeout: 10 * time.Second}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return state.Start(ctx, ctrlmetrics.Registry) })); err != nil {
+		return nil, fmt.Errorf("failed to add the Stage metrics: %w", err)
 	}
 	return mgr, nil
 }

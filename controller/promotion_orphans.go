@@ -14,6 +14,9 @@ import (
 // (plan.Orphaned): they wait for it, or end Aborted when it was deleted under them. A Promotion
 // naming a missing Stage is mapped to this Stage's key by the Promotion watch, so it comes here.
 func (r *StageReconciler) orphans(ctx context.Context, stage client.ObjectKey) error {
+	if r.Observer != nil {
+		r.Observer.Forget(stage.Namespace, stage.Name) // a deleted Stage's series go with it
+	}
 	var list stagecoachv1.PromotionList
 	if err := r.List(ctx, &list, client.InNamespace(stage.Namespace), client.MatchingFields{promotionStageIndexKey: stage.Name}); err != nil {
 		return fmt.Errorf("failed to list the Promotions of missing Stage %s: %w", stage, err)

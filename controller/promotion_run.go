@@ -54,7 +54,7 @@ type promotionRun struct {
 func (r *StageReconciler) newPromotionRun(stage *stagecoachv1.Stage, obj *unstructured.Unstructured, engine applier.Applier, commit func(context.Context) error) *promotionRun {
 	now := r.clock().Now()
 	return &promotionRun{r: r, stage: stage, obj: obj, applier: engine, now: now, commit: commit,
-		status: promotionStatus{c: r.Client, now: now}}
+		status: promotionStatus{c: r.Client, now: now, observer: r.Observer}}
 }
 
 // reconcilePromotions moves the Stage's Promotions one step: queue, start, progress, finish;

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -26,6 +27,16 @@ type promotionStatus struct {
 	now time.Time
 	// saved is each Promotion as last read or written, by UID.
 	saved map[types.UID]*stagecoachv1.Promotion
+	// observer, when set, learns of each landing and end once it is saved (metrics).
+	observer PromotionObserver
+}
+
+// PromotionObserver learns of Promotions that landed or finished, after the write that says so.
+type PromotionObserver interface {
+	Landed(ctx context.Context, p *stagecoachv1.Promotion, seenAt time.Time) error
+	Finished(ctx context.Context, p *stagecoachv1.Promotion) error
+	// Forget drops what was observed of a Stage that was deleted.
+	Forget(namespace, stage string)
 }
 
 // track remembers a Promotion as read from the API server.
@@ -48,7 +59,14 @@ func (w *promotionStatus) save(ctx context.Context, p *stagecoachv1.Promotion) e
 	if err := w.c.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("failed to update the status of Promotion %q: %w", p.Name, err)
 	}
+	landed := before.Status.LandedAt == nil && p.Status.LandedAt != nil
 	w.track(p)
+	if landed && w.observer != nil {
+		if err := w.observer.Landed(ctx, p, w.now); err != nil {
+			// Metrics never hold a Promotion back.
+			ctrl.LoggerFrom(ctx).Error(err, "failed to observe the landing of a Promotion", "promotion", p.Name)
+		}
+	}
 	return nil
 }
 
@@ -80,7 +98,15 @@ func (w *promotionStatus) finish(ctx context.Context, p *stagecoachv1.Promotion,
 	p.Status.Phase = phase
 	p.Status.FinishedAt = &now
 	p.Status.Message = message
-	return w.save(ctx, p)
+	if err := w.save(ctx, p); err != nil {
+		return err
+	}
+	if w.observer != nil {
+		if err := w.observer.Finished(ctx, p); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "failed to observe the end of a Promotion", "promotion", p.Name)
+		}
+	}
+	return nil
 }
 
 // Stage conditions the promotion steps own.

@@ -60,6 +60,9 @@ type StageReconciler struct {
 	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and cluster-internal targets.
 	AllowInternalCheckTargets bool
 
+	// Observer, when set, is told of Promotions that land or finish (metrics).
+	Observer PromotionObserver
+
 	checks         *checkRuns
 	schemas        schemaChecks
 	verdicts       *verify.Cache

@@ -12,6 +12,7 @@ import (
 func newPromoteCommand() *cobra.Command {
 	var opts cli.PromoteOptions
 	var kube kubeFlags
+	var o outputFlags
 	cmd := &cobra.Command{
 		Use:   "promote STAGE (--version TAG | --digest DIGEST)",
 		Short: "Promote a version to a Stage (creates a Promotion in your name)",
@@ -22,11 +23,15 @@ func newPromoteCommand() *cobra.Command {
 				return err
 			}
 			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			_, err = cli.Promote(cmd.Context(), c, opts, cmd.OutOrStdout())
-			return err
+			p, err := cli.Promote(cmd.Context(), c, opts, o.human(cmd))
+			if err != nil {
+				return err
+			}
+			return o.finishPromotion(cmd, c, p)
 		},
 	}
 	kube.register(cmd)
+	o.register(cmd, true)
 	cmd.Flags().StringVar(&opts.Version, "version", "", "Tag of the version, as the Stage or its upstream knows it.")
 	cmd.Flags().StringVar(&opts.Digest, "digest", "", "Digest of the version (sha256:...).")
 	cmd.Flags().BoolVar(&opts.BreakGlass, "break-glass", false, "Start even during a Freeze or outside the windows (stagecoach:break-glass members only).")
@@ -37,6 +42,7 @@ func newPromoteCommand() *cobra.Command {
 func newRollbackCommand() *cobra.Command {
 	var opts cli.RollbackOptions
 	var kube kubeFlags
+	var o outputFlags
 	cmd := &cobra.Command{
 		Use:   "rollback STAGE",
 		Short: "Roll a Stage back to its last verified version (or the one named)",
@@ -47,11 +53,15 @@ func newRollbackCommand() *cobra.Command {
 				return err
 			}
 			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			_, err = cli.Rollback(cmd.Context(), c, opts, cmd.OutOrStdout())
-			return err
+			p, err := cli.Rollback(cmd.Context(), c, opts, o.human(cmd))
+			if err != nil {
+				return err
+			}
+			return o.finishPromotion(cmd, c, p)
 		},
 	}
 	kube.register(cmd)
+	o.register(cmd, true)
 	cmd.Flags().StringVar(&opts.Version, "version", "", "Tag to return to (default: the last verified version).")
 	cmd.Flags().StringVar(&opts.Digest, "digest", "", "Digest to return to.")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why, for people and the record.")
@@ -61,6 +71,7 @@ func newRollbackCommand() *cobra.Command {
 func newApproveCommand() *cobra.Command {
 	var opts cli.ApproveOptions
 	var kube kubeFlags
+	var o outputFlags
 	cmd := &cobra.Command{
 		Use:   "approve STAGE [--digest DIGEST]",
 		Short: "Approve a version for a Stage (its candidate by default), in your name",
@@ -71,11 +82,27 @@ func newApproveCommand() *cobra.Command {
 				return err
 			}
 			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			_, err = cli.Approve(cmd.Context(), c, opts, cmd.OutOrStdout())
+			a, err := cli.Approve(cmd.Context(), c, opts, o.human(cmd))
+			if err != nil {
+				return err
+			}
+			if !o.wait {
+				return o.print(cmd, a)
+			}
+			// The approved version moves once a Promotion carries it (automation creates one
+			// when the approval opens the gate): follow that one.
+			p, err := cli.WaitForVersion(cmd.Context(), c, a.Namespace, a.Spec.Stage, a.Spec.Digest, a.CreationTimestamp.Time,
+				o.waitOptions(), o.human(cmd))
+			if p != nil {
+				if perr := o.print(cmd, p); perr != nil && err == nil {
+					err = perr
+				}
+			}
 			return err
 		},
 	}
 	kube.register(cmd)
+	o.register(cmd, true)
 	cmd.Flags().StringVar(&opts.Digest, "digest", "", "Digest of the version (default: the Stage's candidate).")
 	cmd.Flags().StringSliceVar(&opts.Groups, "group", nil, "Group to approve as (default: your groups that the Stage's policy names).")
 	cmd.Flags().StringVar(&opts.Comment, "comment", "", "A comment, for people and the record.")
@@ -86,6 +113,7 @@ func newFreezeCommand() *cobra.Command {
 	var opts cli.FreezeOptions
 	var kube kubeFlags
 	var until string
+	var o outputFlags
 	cmd := &cobra.Command{
 		Use:   "freeze [SELECTOR] --reason REASON [--until TIME|DURATION]",
 		Short: "Freeze the Stages a label selector picks (every Stage of the namespace without one)",
@@ -106,11 +134,15 @@ func newFreezeCommand() *cobra.Command {
 			if len(args) == 1 {
 				opts.Selector = args[0]
 			}
-			_, err = cli.Freeze(cmd.Context(), c, opts, cmd.OutOrStdout())
-			return err
+			f, err := cli.Freeze(cmd.Context(), c, opts, o.human(cmd))
+			if err != nil {
+				return err
+			}
+			return o.print(cmd, f)
 		},
 	}
 	kube.register(cmd)
+	o.register(cmd, false)
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why (required).")
 	cmd.Flags().StringVar(&until, "until", "", "When the Freeze ends by itself: a time (RFC 3339) or a duration from now such as 4h.")
 	return cmd
@@ -119,6 +151,7 @@ func newFreezeCommand() *cobra.Command {
 func newUnfreezeCommand() *cobra.Command {
 	var kube kubeFlags
 	var stage, reason string
+	var o outputFlags
 	cmd := &cobra.Command{
 		Use:   "unfreeze (FREEZE | --stage STAGE)",
 		Short: "Delete a Freeze, or unfreeze a Stage that a foreign write or a Freeze Promotion froze",
@@ -132,13 +165,23 @@ func newUnfreezeCommand() *cobra.Command {
 				return err
 			}
 			if stage != "" {
-				_, err = cli.UnfreezeStage(cmd.Context(), c, kube.namespace, stage, reason, cmd.OutOrStdout())
+				p, err := cli.UnfreezeStage(cmd.Context(), c, kube.namespace, stage, reason, o.human(cmd))
+				if err != nil {
+					return err
+				}
+				return o.print(cmd, p)
+			}
+			if err := cli.Unfreeze(cmd.Context(), c, kube.namespace, args[0], o.human(cmd)); err != nil {
 				return err
 			}
-			return cli.Unfreeze(cmd.Context(), c, kube.namespace, args[0], cmd.OutOrStdout())
+			if o.structured() {
+				return cli.PrintDeleted(cmd.OutOrStdout(), o.output, kube.namespace, args[0])
+			}
+			return nil
 		},
 	}
 	kube.register(cmd)
+	o.register(cmd, false)
 	cmd.Flags().StringVar(&stage, "stage", "", "Unfreeze this Stage (creates an Unfreeze Promotion).")
 	cmd.Flags().StringVar(&reason, "reason", "", "Why, for people and the record.")
 	return cmd

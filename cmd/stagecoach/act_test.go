@@ -43,6 +43,11 @@ func TestVerbsRefuseBadArgumentsBeforeConnecting(t *testing.T) {
 		{name: "unfreeze with both", args: []string{"unfreeze", "freeze-abc", "--stage", "web"}, wantErr: "name a Freeze to delete, or a Stage with --stage, not both"},
 		{name: "unfreeze with neither", args: []string{"unfreeze"}, wantErr: "name a Freeze to delete, or a Stage with --stage, not both"},
 		{name: "freeze until nonsense", args: []string{"freeze", "--reason", "x", "--until", "soon"}, wantErr: `--until "soon" is neither`},
+		{name: "promote -o xml", args: []string{"promote", "web", "--digest", "sha256:x", "-o", "xml"}, wantErr: `unknown output format "xml": use text, json or yaml`},
+		{name: "rollback --wait without time", args: []string{"rollback", "web", "--wait", "--timeout", "0s"}, wantErr: "--timeout must be positive"},
+		{name: "approve -o table", args: []string{"approve", "web", "-o", "table"}, wantErr: `unknown output format "table"`},
+		{name: "dora --since a week", args: []string{"dora", "--since", "a week"}, wantErr: `--since "a week" is neither a number of days`},
+		{name: "history without a stage", args: []string{"history"}, wantErr: "accepts 1 arg(s), received 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := run(tc.args...)

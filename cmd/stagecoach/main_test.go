@@ -59,6 +59,13 @@ func TestVersion(t *testing.T) {
 	g.Expect(out).To(Equal("stagecoach dev\n"))
 }
 
+func TestVersionJSON(t *testing.T) {
+	out, err := run("version", "-o", "json")
+	g := NewWithT(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(MatchJSON(`{"version": "dev"}`))
+}
+
 func TestPlanWithoutACluster(t *testing.T) {
 	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
 	t.Setenv("HOME", t.TempDir())

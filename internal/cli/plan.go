@@ -104,7 +104,7 @@ func printStructured(out io.Writer, format string, v any) error {
 		data, err = yaml.Marshal(v)
 	}
 	if err != nil {
-		return fmt.Errorf("failed to encode the plan as %s: %w", format, err)
+		return fmt.Errorf("failed to encode the output as %s: %w", format, err)
 	}
 	_, err = out.Write(data)
 	return err

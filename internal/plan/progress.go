@@ -58,7 +58,7 @@ func Progress(p *stagecoachv1.Promotion, obs applier.Observation, now time.Time,
 		// requeue must still wait until the grace ends (a clamped held would ask for no requeue).
 		if held := now.Sub(st.LandedAt.Time) - time.Second; grace > 0 && held < grace {
 			return Decision{Step: StepWait, Reason: stagecoachv1.ReasonLanded, RequeueAfter: grace - held,
-				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s", max(held, 0).Round(time.Second), grace)}
+				Message: fmt.Sprintf("landed %s ago; verified once it holds for %s: %s", max(held, 0).Round(time.Second), grace, obs.Message)}
 		}
 		return Decision{Step: StepVerify, Reason: stagecoachv1.ReasonVerified, Message: obs.Message}
 	case applier.Rechecking:
