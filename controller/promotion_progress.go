@@ -19,8 +19,11 @@ import (
 
 // progressRunning says on the Stage which Promotion runs, and moves it one step.
 func (run *promotionRun) progressRunning(ctx context.Context, running *stagecoachv1.Promotion) (time.Duration, error) {
-	run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting,
-		fmt.Sprintf("Promotion %s is applying %s", running.Name, versionString(running.Status.Version)))
+	msg := fmt.Sprintf("Promotion %s is applying %s", running.Name, versionString(running.Status.Version))
+	if run.stage.Spec.Suspend {
+		msg += "; the Stage is suspended: this Promotion finishes, nothing else starts"
+	}
+	run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting, msg)
 	return run.progress(ctx, running)
 }
 

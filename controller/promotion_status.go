@@ -121,5 +121,10 @@ func (run *promotionRun) setFrozen(reason, message string) {
 }
 
 func (run *promotionRun) setPromotingIdle() {
+	if run.stage.Spec.Suspend {
+		run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionFalse, stagecoachv1.ReasonSuspended,
+			fmt.Sprintf("Stage %s is suspended: no Promotion starts and automation stops until spec.suspend is false", run.stage.Name))
+		return
+	}
 	run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionFalse, stagecoachv1.ReasonIdle, "no Promotion is running")
 }

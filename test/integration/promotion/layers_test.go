@@ -95,3 +95,45 @@ func TestCycleAndKubernetesPrerequisite(t *testing.T) {
 	g.Expect(done.Status.Gates).To(ContainElement(And(HaveField("Gate", stagecoachv1.GatePrereqs), HaveField("Passed", true),
 		HaveField("Message", ContainSubstring(`meets ">=1.20.0"`)))))
 }
+
+// Suspend: a Promotion already running finishes (and the Stage says it will), one created while
+// suspended waits and says why, the Stage says it is suspended, and resuming lets it start.
+func TestSuspendFinishesTheRunningAndHoldsTheRest(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	app := newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "prod", nil)
+	startController(t, nil)
+
+	newPromotion(t, ns, "prod-1", "prod", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	eventuallyPhase(t, ns, "prod-1", stagecoachv1.PhaseRunning)
+	setSuspend(t, ns, "prod", true)
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting,
+		"the Stage is suspended: this Promotion finishes, nothing else starts")
+	app.deploy(digest(1), false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, "prod-1", stagecoachv1.PhaseSucceeded)
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionPromoting, metav1.ConditionFalse, stagecoachv1.ReasonSuspended,
+		"Stage prod is suspended: no Promotion starts")
+
+	newPromotion(t, ns, "prod-2", "prod", stagecoachv1.ActionPromote, digest(2), "v2.0.0")
+	g.Eventually(func(g Gomega) {
+		p := getPromotion(g, t.Context(), ns, "prod-2")
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		g.Expect(p.Status.Message).To(ContainSubstring("Stage prod is suspended"))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(getPromotion(g, t.Context(), ns, "prod-2").Status.Phase).To(Equal(stagecoachv1.PhasePending))
+	}, time.Second, interval).Should(Succeed())
+
+	setSuspend(t, ns, "prod", false)
+	eventuallyPhase(t, ns, "prod-2", stagecoachv1.PhaseRunning)
+}
+
+func setSuspend(t *testing.T, ns, name string, suspend bool) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		s := getStage(g, t.Context(), ns, name)
+		s.Spec.Suspend = suspend
+		g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+}
