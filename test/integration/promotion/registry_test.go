@@ -342,3 +342,25 @@ func TestHungRegistryStallsOnlyItsStage(t *testing.T) {
 	app.deploy(digest(1), false, "Succeeded", "Healthy")
 	eventuallyPhase(t, other, "v1", stagecoachv1.PhaseSucceeded)
 }
+
+// Verification keys that cannot be read make the Stage not Ready (no version could pass), with
+// what to fix; the version waits as the candidate, blocked by the signature gate.
+func TestUnreadableKeysMakeTheStageNotReady(t *testing.T) {
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	reg.push(t, "v1.0.0")
+	newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo,
+			Interval: &metav1.Duration{Duration: time.Hour},
+			Verify:   &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: "missing-keys"}}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	eventuallyCondition(t, ns, "dev", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonKeysUnreadable,
+		"Stage dev cannot verify signatures: ")
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateSignature, "missing-keys")
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(promotionsOf(g, t, ns, "dev")).To(BeEmpty())
+	}, time.Second, interval).Should(Succeed())
+}
