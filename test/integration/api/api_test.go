@@ -36,7 +36,10 @@ func (p pipeline) stagingApp() string { return p.stagingNS + ":" + p.service + "
 func newPipeline(t *testing.T, service string) pipeline {
 	t.Helper()
 	g := NewWithT(t)
-	p := pipeline{service: service, stagingNS: env.NewNamespace(t, service+"-staging"), prodNS: env.NewNamespace(t, service+"-prod")}
+	p := pipeline{stagingNS: env.NewNamespace(t, service+"-staging"), prodNS: env.NewNamespace(t, service+"-prod")}
+	// A service name of this run alone: Stages of earlier runs (-count) stay in their namespaces.
+	p.service = service + "-" + p.stagingNS[len(p.stagingNS)-5:]
+	service = p.service
 	stage := func(ns, env string, source stagecoachv1.StageSource, policy *stagecoachv1.PromotionPolicy) *stagecoachv1.Stage {
 		return &stagecoachv1.Stage{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: env, Labels: map[string]string{"app": service, "env": env}},
@@ -83,7 +86,7 @@ func grant(t *testing.T, name, group string, rule rbacv1.PolicyRule) {
 func TestAuthentication(t *testing.T) {
 	p := newPipeline(t, "auth")
 	approve := "/api/v1/stages/" + p.prodNS + "/prod/approve"
-	pipelinePath := "/api/v1/pipelines/auth"
+	pipelinePath := "/api/v1/pipelines/" + p.service
 	alice := caller{token: token, user: "alice", groups: "release-managers", app: p.prodApp()}
 	for _, tc := range []struct {
 		name         string
@@ -105,7 +108,7 @@ func TestAuthentication(t *testing.T) {
 			wantCode: 403, wantReason: "Forbidden", wantMessage: "anonymous users may only read"},
 		{name: "an Application of another pipeline cannot approve", who: caller{token: token, user: "alice", groups: "release-managers", app: p.prodNS + ":billing-prod"},
 			method: "POST", path: approve, body: map[string]any{}, wantCode: 403, wantReason: "Forbidden",
-			wantMessage: fmt.Sprintf(`Application %s/billing-prod is not applied by any Stage of service "auth"`, p.prodNS)},
+			wantMessage: fmt.Sprintf(`Application %s/billing-prod is not applied by any Stage of service %q`, p.prodNS, p.service)},
 		{name: "an Application of another pipeline cannot read it", who: caller{token: token, user: "alice", app: "argocd:billing-prod"},
 			method: "GET", path: pipelinePath, wantCode: 403, wantReason: "Forbidden"},
 		{name: "no Application header", who: caller{token: token, user: "alice"}, method: "GET", path: pipelinePath,
@@ -215,7 +218,7 @@ func TestActionsActAsTheUser(t *testing.T) {
 		f := &stagecoachv1.Freeze{}
 		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.prodNS, Name: body["name"].(string)}, f)).To(Succeed())
 		g.Expect(f.Spec.Reason).To(Equal("incident 42"))
-		g.Expect(f.Spec.Selector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "act", "env": "prod"}}))
+		g.Expect(f.Spec.Selector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"app": p.service, "env": "prod"}}))
 		g.Expect(f.Spec.Until.Time).To(BeTemporally("~", time.Now().Add(2*time.Hour), time.Minute))
 
 		code, body = erin.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/unfreeze", map[string]any{})
@@ -245,13 +248,13 @@ func TestPipelineShape(t *testing.T) {
 	g := NewWithT(t)
 	p := newPipeline(t, "shape")
 	viewer := caller{token: token, user: "carol", groups: "developers", app: p.prodApp()}
-	code, byService := viewer.do(t, "GET", "/api/v1/pipelines/shape", nil)
+	code, byService := viewer.do(t, "GET", "/api/v1/pipelines/"+p.service, nil)
 	g.Expect(code).To(Equal(200), "answer: %v", byService)
-	code, byApp := viewer.do(t, "GET", "/api/v1/apps/"+p.prodNS+"/shape-prod/pipeline", nil)
+	code, byApp := viewer.do(t, "GET", "/api/v1/apps/"+p.prodNS+"/"+p.service+"-prod/pipeline", nil)
 	g.Expect(code).To(Equal(200), "answer: %v", byApp)
 	g.Expect(byApp).To(Equal(byService))
 
-	g.Expect(byService).To(HaveKeyWithValue("service", "shape"))
+	g.Expect(byService).To(HaveKeyWithValue("service", p.service))
 	g.Expect(byService).To(HaveKeyWithValue("viewer", map[string]any{"user": "carol", "groups": []any{"developers"}, "readOnly": false}))
 	stages := byService["stages"].([]any)
 	g.Expect(stages).To(HaveLen(2))
@@ -265,7 +268,7 @@ func TestPipelineShape(t *testing.T) {
 	}
 	g.Expect(prod).To(HaveKeyWithValue("namespace", p.prodNS))
 	g.Expect(prod).To(HaveKeyWithValue("environment", "prod"))
-	g.Expect(prod).To(HaveKeyWithValue("applier", map[string]any{"kind": "Application", "namespace": p.prodNS, "name": "shape-prod"}))
+	g.Expect(prod).To(HaveKeyWithValue("applier", map[string]any{"kind": "Application", "namespace": p.prodNS, "name": p.service + "-prod"}))
 	g.Expect(prod).To(HaveKeyWithValue("current", HaveKeyWithValue("since", "2026-12-01T10:00:00Z")))
 	g.Expect(prod["current"]).To(And(HaveKeyWithValue("tag", "v1.2.0"), HaveKeyWithValue("digest", current)))
 	g.Expect(prod).To(HaveKeyWithValue("health", "Healthy"))
@@ -284,7 +287,7 @@ func TestPipelineShape(t *testing.T) {
 	pr := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: p.prodNS, Name: "prod-1"},
 		Spec: stagecoachv1.PromotionSpec{Stage: "prod", Action: stagecoachv1.ActionRollback, RequestedBy: admin.Username, Reason: "broken"}}
 	g.Expect(env.Client.Create(t.Context(), pr)).To(Succeed())
-	code, byService = viewer.do(t, "GET", "/api/v1/pipelines/shape", nil)
+	code, byService = viewer.do(t, "GET", "/api/v1/pipelines/"+p.service, nil)
 	g.Expect(code).To(Equal(200))
 	prod = byService["stages"].([]any)[1].(map[string]any)
 	g.Expect(prod["promotions"]).To(ConsistOf(And(HaveKeyWithValue("name", "prod-1"), HaveKeyWithValue("action", "Rollback"),
