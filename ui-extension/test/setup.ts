@@ -1,0 +1,4 @@
+import {cleanup} from '@testing-library/react';
+import {afterEach} from 'vitest';
+
+afterEach(() => cleanup());
