@@ -71,9 +71,13 @@ export async function buildHarnessGlobals({outfile = HARNESS_GLOBALS} = {}) {
   });
 }
 
+// node build.mjs            the bundle and the harness globals under dist/
+// node build.mjs --out F    only the bundle, to F (the bundle test builds its own copy)
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const r = await buildBundle();
-  await buildHarnessGlobals();
+  const i = process.argv.indexOf('--out');
+  const outfile = i > 0 ? process.argv[i + 1] : BUNDLE;
+  const r = await buildBundle({outfile});
+  if (i < 0) await buildHarnessGlobals();
   const out = Object.entries(r.metafile.outputs)[0];
-  console.log(`built ${BUNDLE.slice(here.length + 1)} (${out[1].bytes} bytes)`);
+  console.log(`built ${out[0]} (${out[1].bytes} bytes)`);
 }
