@@ -33,12 +33,26 @@ export function ConfirmDialog({dialog, service, viewer, onInput, onCancel, onCon
     first?.focus();
   }, []);
 
+  // Escape on the whole document: while a request runs its controls are disabled, and the browser
+  // moves the focus of a disabled control to <body>, outside the dialog.
+  const cancel = useRef(onCancel);
+  cancel.current = onCancel;
+  useEffect(() => {
+    const onKey = (e: globalThis.KeyboardEvent) => {
+      if (e.key === 'Escape') cancel.current();
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, []);
+
+  // When a request ends and the dialog stays (a refusal), focus returns into it.
+  const wasSubmitting = useRef(false);
+  useEffect(() => {
+    if (wasSubmitting.current && !dialog.submitting) ref.current?.querySelector<HTMLElement>('[data-confirm]')?.focus();
+    wasSubmitting.current = dialog.submitting;
+  }, [dialog.submitting]);
+
   const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
-    if (e.key === 'Escape') {
-      e.stopPropagation();
-      onCancel();
-      return;
-    }
     if (e.key !== 'Tab' || !ref.current) return;
     const focusable = Array.from(
       ref.current.querySelectorAll<HTMLElement>('input:not([disabled]), button:not([disabled])'),

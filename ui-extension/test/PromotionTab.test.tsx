@@ -126,6 +126,25 @@ describe('PromotionTab', () => {
     expect(screen.getByRole('dialog')).toBeTruthy();
   });
 
+  it('after a refusal focus is back in the dialog and Escape still closes it', async () => {
+    // The confirm button is disabled while the request runs, so the browser drops its focus to
+    // <body>: found by the browser test, where Escape then did nothing.
+    setup([servePipeline(), ['POST /stages/shop-staging/staging/approve', () => json(403, {code: 403, reason: 'Forbidden', message: 'no'})]]);
+    const staging = await screen.findByRole('region', {name: 'Stage staging'});
+    within(staging).getByRole('button', {name: 'Approve'}).focus();
+    fireEvent.click(within(staging).getByRole('button', {name: 'Approve'}));
+    const confirm = within(screen.getByRole('dialog')).getByRole('button', {name: 'Approve'});
+    within(screen.getByRole('dialog')).getByRole('textbox').focus();
+    fireEvent.click(confirm);
+    (document.activeElement as HTMLElement).blur(); // what the browser does to a focused control it disables
+    await screen.findByRole('alert');
+    expect(document.activeElement).toBe(within(screen.getByRole('dialog')).getByRole('button', {name: 'Approve'}));
+    (document.activeElement as HTMLElement).blur();
+    fireEvent.keyDown(document.body, {key: 'Escape'});
+    expect(screen.queryByRole('dialog')).toBeNull();
+    expect(document.activeElement).toBe(within(staging).getByRole('button', {name: 'Approve'}));
+  });
+
   it('disables the buttons of an anonymous viewer and says why', async () => {
     setup([servePipeline(() => pipeline({viewer: {user: '', groups: [], readOnly: true}}))]);
     const staging = await screen.findByRole('region', {name: 'Stage staging'});
