@@ -50,16 +50,32 @@ export function StageCard({stage, viewer, isThisApp, now, onAction}: StageCardPr
           Frozen{stage.frozenReason ? `: ${stage.frozenReason}` : ''}
         </p>
       )}
+      {stage.held && <p className="sc-held">Automation held: {stage.held}</p>}
       <CandidateView stage={stage} now={now} />
       {stage.waves && stage.waves.length > 0 && (
         <ul className="sc-waves" aria-label={`Waves of ${label}`}>
           {stage.waves.map((w) => (
             <li key={w.name}>
-              {w.name}: {w.phase} ({w.completed}/{w.targets}
-              {w.failed ? `, ${w.failed} failed` : ''}){w.message ? ` – ${w.message}` : ''}
+              {w.name}: {w.phase} ({count(w.completed)}/{count(w.targets)}
+              {count(w.failed) ? `, ${count(w.failed)} failed` : ''}){w.message ? ` – ${w.message}` : ''}
             </li>
           ))}
         </ul>
+      )}
+      {stage.records && stage.records.length > 0 && (
+        <ul className="sc-records" aria-label={`Records of ${label}`}>
+          {stage.records.map((r) => (
+            <li key={`${r.stream}/${r.seq}`} title={r.stream}>
+              record #{r.seq} <code>{r.ref}</code>
+            </li>
+          ))}
+        </ul>
+      )}
+      {stage.plan && (
+        <details className="sc-plan">
+          <summary>Why (plan)</summary>
+          <pre>{stage.plan}</pre>
+        </details>
       )}
       <div className="sc-actions" role="group" aria-label={`Actions on ${label}`}>
         {buttons(stage, viewer).map((b) => (
@@ -77,6 +93,10 @@ export function StageCard({stage, viewer, isThisApp, now, onAction}: StageCardPr
       </div>
     </section>
   );
+}
+
+export function count(v: string[] | number | null | undefined): number {
+  return Array.isArray(v) ? v.length : (v ?? 0);
 }
 
 function CandidateView({stage, now}: {stage: Stage; now: number}) {

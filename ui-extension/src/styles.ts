@@ -40,6 +40,10 @@ export const CSS = `
 .stagecoach .sc-health--degraded { color: var(--sc-bad); }
 .stagecoach .sc-health--frozen { color: var(--sc-accent); }
 .stagecoach .sc-frozen { margin: 0; color: var(--sc-accent); }
+.stagecoach .sc-held { margin: 0; color: var(--sc-bad); }
+.stagecoach .sc-waves, .stagecoach .sc-records { margin: 0; padding-left: 16px; font-size: 13px; }
+.stagecoach .sc-plan summary { cursor: pointer; color: var(--sc-muted); font-size: 13px; }
+.stagecoach .sc-plan pre { white-space: pre-wrap; font-size: 12px; margin: 4px 0 0; }
 .stagecoach .sc-candidate { border-top: 1px dashed var(--sc-border); padding-top: 6px; margin: 0; }
 .stagecoach .sc-open { color: var(--sc-ok); margin: 2px 0 0; }
 .stagecoach .sc-blocks { list-style: none; padding: 0; margin: 4px 0 0; display: flex; flex-direction: column; gap: 4px; }

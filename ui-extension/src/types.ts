@@ -39,13 +39,14 @@ export interface PromotionEntry {
   message: string;
 }
 
+// The API sends the targets of a wave as lists of names; counts are accepted too.
 export interface Wave {
   name: string;
   phase: string;
   message: string;
-  targets: number;
-  completed: number;
-  failed: number;
+  targets: string[] | number | null;
+  completed: string[] | number | null;
+  failed: string[] | number | null;
 }
 
 export interface RecordRef {
@@ -67,6 +68,8 @@ export interface Stage {
   frozen: boolean;
   frozenReason: string;
   candidate: Candidate | null;
+  held?: string; // why automation is held after a failure; "" when it is not
+  plan?: string; // the `stagecoach plan` text of the Stage, one fact a line
   promotions: PromotionEntry[] | null;
   waves?: Wave[] | null;
   records?: RecordRef[] | null;

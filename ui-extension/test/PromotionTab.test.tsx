@@ -45,6 +45,29 @@ describe('PromotionTab', () => {
     expect(items[1]).toHaveTextContent('until 2026-12-01 12:30 UTC');
   });
 
+  it('shows a hold, waves (targets as lists or counts), records and the plan text when there are any', async () => {
+    setup([
+      servePipeline(() => {
+        const p = pipeline();
+        Object.assign(p.stages![1], {
+          held: 'v1.2.1 failed verification; promote by hand to resume',
+          plan: 'runs v1.2.0\ncandidate v1.3.0 waits for approval',
+          waves: [
+            {name: 'canary', phase: 'Succeeded', message: '', targets: ['eu-1'], completed: ['eu-1'], failed: []},
+            {name: 'rest', phase: 'Running', message: 'one cluster failed', targets: 3, completed: 1, failed: 1},
+          ],
+          records: [{stream: 'shop/staging', seq: 7, ref: 'registry.example/records@sha256:77'}],
+        });
+        return p;
+      }),
+    ]);
+    const staging = await screen.findByRole('region', {name: 'Stage staging'});
+    expect(staging).toHaveTextContent('Automation held: v1.2.1 failed verification');
+    expect(within(staging).getByRole('list', {name: 'Waves of staging'})).toHaveTextContent('canary: Succeeded (1/1)rest: Running (1/3, 1 failed) – one cluster failed');
+    expect(within(staging).getByRole('list', {name: 'Records of staging'})).toHaveTextContent('record #7 registry.example/records@sha256:77');
+    expect(staging.querySelector('details pre')?.textContent).toBe('runs v1.2.0\ncandidate v1.3.0 waits for approval');
+  });
+
   it('lists recent promotions and rollbacks', async () => {
     setup([servePipeline()]);
     const table = await screen.findByRole('table');
