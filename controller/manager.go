@@ -116,6 +116,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := addHooks(mgr, opts, stages); err != nil {
 		return nil, err
 	}
+	if err := addAPI(mgr, opts); err != nil {
+		return nil, err
+	}
 	return mgr, nil
 }
 

@@ -32,6 +32,13 @@ type Options struct {
 	// a kubernetes.io/tls Secret and name its tls.crt and tls.key. Re-read when they change.
 	HooksTLSCertFile string
 	HooksTLSKeyFile  string
+	// APIBindAddress serves the HTTP API for the Argo CD UI extension; empty (the default) or 0
+	// disables it. APIProxyTokenFile holds the secret Argo CD's proxy extension sends.
+	APIBindAddress    string
+	APIProxyTokenFile string
+	// APITLSCertFile and APITLSKeyFile (both or neither) make the API serve TLS.
+	APITLSCertFile string
+	APITLSKeyFile  string
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
@@ -107,6 +114,13 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"PEM certificate the hooks serve TLS with (for example tls.crt of a mounted kubernetes.io/tls Secret); needs --hooks-tls-key-file; empty serves plain HTTP.")
 	fs.StringVar(&o.HooksTLSKeyFile, "hooks-tls-key-file", o.HooksTLSKeyFile,
 		"PEM private key of --hooks-tls-cert-file.")
+	fs.StringVar(&o.APIBindAddress, "api-bind-address", o.APIBindAddress,
+		"Address the HTTP API for the Argo CD UI extension (/api/v1) listens on (host:port); empty or 0 disables it (the default).")
+	fs.StringVar(&o.APIProxyTokenFile, "api-proxy-token-file", o.APIProxyTokenFile,
+		"File holding the token Argo CD's proxy extension sends as 'Authorization: Bearer <token>' (argocd-secret key stagecoach.proxy.token); required with --api-bind-address.")
+	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile,
+		"PEM certificate the API serves TLS with; needs --api-tls-key-file; empty serves plain HTTP.")
+	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "PEM private key of --api-tls-cert-file.")
 	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
 	fs.StringVar(&o.CheckPluginDir, "check-plugin-dir", o.CheckPluginDir,
@@ -149,6 +163,17 @@ func (o *Options) Validate() error {
 	}
 	if (o.HooksTLSCertFile == "") != (o.HooksTLSKeyFile == "") {
 		return fmt.Errorf("invalid --hooks-tls-cert-file %q and --hooks-tls-key-file %q: set both or neither", o.HooksTLSCertFile, o.HooksTLSKeyFile)
+	}
+	if o.APIBindAddress != "" {
+		if err := validateBindAddress(o.APIBindAddress); err != nil {
+			return fmt.Errorf("invalid --api-bind-address %q: %w", o.APIBindAddress, err)
+		}
+		if o.APIBindAddress != "0" && o.APIProxyTokenFile == "" {
+			return fmt.Errorf("--api-bind-address %q needs --api-proxy-token-file: without the proxy's token anyone could claim to be any Argo CD user", o.APIBindAddress)
+		}
+	}
+	if (o.APITLSCertFile == "") != (o.APITLSKeyFile == "") {
+		return fmt.Errorf("invalid --api-tls-cert-file %q and --api-tls-key-file %q: set both or neither", o.APITLSCertFile, o.APITLSKeyFile)
 	}
 	for _, ns := range o.WatchNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

@@ -28,6 +28,10 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "no worker", args: []string{"--concurrency=0"}, wantErr: "invalid --concurrency 0: must be at least 1"},
 		{name: "non-positive retry", args: []string{"--applier-retry-interval=0s"}, wantErr: "invalid --applier-retry-interval 0s: must be positive"},
 		{name: "TLS certificate without key", args: []string{"--hooks-tls-cert-file=/tls/tls.crt"}, wantErr: "set both or neither"},
+		{name: "API with a token", args: []string{"--api-bind-address=:8083", "--api-proxy-token-file=/token/token"}},
+		{name: "API without a token", args: []string{"--api-bind-address=:8083"}, wantErr: `--api-bind-address ":8083" needs --api-proxy-token-file`},
+		{name: "API address without port", args: []string{"--api-bind-address=localhost", "--api-proxy-token-file=/t"}, wantErr: `invalid --api-bind-address "localhost"`},
+		{name: "API TLS certificate without key", args: []string{"--api-tls-cert-file=/tls/tls.crt"}, wantErr: "invalid --api-tls-cert-file"},
 		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},
 	}
 	for _, tc := range cases {

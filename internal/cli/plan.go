@@ -65,19 +65,13 @@ func Plan(ctx context.Context, c client.Reader, opts PlanOptions, out io.Writer,
 	sort.Slice(stages, func(i, j int) bool {
 		return stages[i].Namespace+"/"+stages[i].Name < stages[j].Namespace+"/"+stages[j].Name
 	})
-	promotions := map[string][]stagecoachv1.Promotion{}
-	var list stagecoachv1.PromotionList
-	if err := c.List(ctx, &list); err != nil {
-		return fmt.Errorf("failed to list Promotions: %w", err)
+	plans, err := ExplainStages(ctx, c, stages, now)
+	if err != nil {
+		return err
 	}
-	for _, p := range list.Items {
-		key := p.Namespace + "/" + p.Spec.Stage
-		promotions[key] = append(promotions[key], p)
-	}
-	explanations := make([]plan.Explanation, 0, len(stages))
-	for i := range stages {
-		s := &stages[i]
-		explanations = append(explanations, plan.Explain(s, promotions[s.Namespace+"/"+s.Name], now))
+	explanations := make([]plan.Explanation, 0, len(plans))
+	for _, p := range plans {
+		explanations = append(explanations, p.Explanation)
 	}
 	switch opts.Output {
 	case "json", "yaml":
