@@ -124,6 +124,33 @@ localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, r
 test-cmpserver: ## Run the config management plugin through Argo CD's real cmp-server.
 	$(CMPSERVER_TEST) | go run ./test/testsum
 
+# The Argo CD UI extension (ui-extension/): TypeScript + React built by esbuild against Argo CD's
+# React 19 globals. node_modules stays in ui-extension/ between runs: `npm ci` runs again only when
+# package-lock.json changed since the last install (the stamp holds its checksum).
+UI_DIR := ui-extension
+UI_STAMP := $(UI_DIR)/node_modules/.stagecoach-lock.sha256
+
+.PHONY: ui
+ui: ## Build the Argo CD UI extension (npm ci, esbuild) and run its type check and unit tests (vitest).
+	@cd $(UI_DIR) && if ! sha256sum --status -c $(CURDIR)/$(UI_STAMP) 2>/dev/null; then \
+		npm ci --no-audit --no-fund && sha256sum package-lock.json > $(CURDIR)/$(UI_STAMP); fi
+	cd $(UI_DIR) && node build.mjs && npx tsc --noEmit && npx vitest run
+
+# The archive argocd-extension-installer expects: a top-level resources/ that it copies to
+# /tmp/extensions/resources/, where argocd-server serves every extension*.js; the .sha256 file is
+# what EXTENSION_CHECKSUM_URL points at. Same commit, same bytes (sorted, fixed owner and time).
+UI_TARBALL = $(DIST)/ui/stagecoach-ui-extension.tar.gz
+
+.PHONY: ui-release
+ui-release: ui ## The UI extension release: dist/ui/stagecoach-ui-extension.tar.gz and its .sha256.
+	@mkdir -p $(dir $(UI_TARBALL))
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) \
+		-C $(UI_DIR)/dist -cf - resources | gzip -9n > $(UI_TARBALL)
+	@tar -tzf $(UI_TARBALL) | grep -qx 'resources/extension-stagecoach.js/extension-stagecoach.js' || { \
+		echo "$(UI_TARBALL) lacks resources/extension-stagecoach.js/extension-stagecoach.js"; exit 1; }
+	cd $(dir $(UI_TARBALL)) && sha256sum $(notdir $(UI_TARBALL)) > $(notdir $(UI_TARBALL)).sha256
+	@cat $(UI_TARBALL).sha256
+
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS_DIR)
 	@echo "installing controller-gen $(CONTROLLER_GEN_VERSION) from the Go module proxy"
