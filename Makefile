@@ -59,19 +59,21 @@ verify: ## Fail when generated files, go.mod/go.sum or formatting are stale, or 
 vet: ## Run go vet (also on the end-to-end module).
 	go vet ./...
 	cd test/e2e && go vet ./...
+	cd test/ui && go vet ./...
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module proxy (cached outside the checkout).
 	@test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: prereqs verify vet e2e-build envtest-assets ## The test command: verify generated code, vet, unit, envtest, cmp-server and end-to-end suites (-race: see CMPSERVER_TEST).
+test: prereqs verify vet ui e2e-build envtest-assets ## The test command: verify generated code, vet, the UI extension's build and unit tests, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST).
 	@mkdir -p $(CACHE_DIR)
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
 	@# fails the target (the group's status and pipefail).
 	{ rc=0; \
 	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -timeout 30m -json ./... || rc=1; \
 	  $(CMPSERVER_TEST) || rc=1; \
+	  $(UI_TEST) || rc=1; \
 	  $(E2E_TEST) || rc=1; \
 	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
 
@@ -96,6 +98,10 @@ unit: ## The fast loop: unit tests only (-race; no API server, no engines), well
 # Argo CD took 8 more minutes on a fresh machine), while the Stagecoach code under test runs in a
 # plugin binary the test builds with -race.
 CMPSERVER_TEST = (cd test/e2e/localstack/build/argocd && go test -trimpath -count=1 -json ./cmpserver/...)
+
+# The browser test of the UI extension (headless Chromium, the bundle `make ui` built, the real
+# API against envtest) is its own module (test/ui: chromedp stays out of go.mod).
+UI_TEST = (cd test/ui && KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -timeout 10m -json ./...)
 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)

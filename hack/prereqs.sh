@@ -37,6 +37,10 @@ missing_packages() {
   have make || echo make
   { have cc || have gcc; } || echo build-essential
   have redis-server || echo redis-server
+  # The Argo CD UI extension: built with npm (esbuild, vitest), tested in headless Chromium.
+  have node || echo nodejs
+  have npm || echo npm
+  have chromium || echo chromium
 }
 
 # Free disk where the cache lives (its nearest existing folder: the cache may not exist yet),
@@ -86,4 +90,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "$disk_ok" = 1 ] || exit 1
-echo "prereqs: ok ($(go env GOVERSION), git, make, cc, redis-server, $free_gib GiB free for $cache)"
+echo "prereqs: ok ($(go env GOVERSION), git, make, cc, redis-server, node $(node --version), chromium, $free_gib GiB free for $cache)"
