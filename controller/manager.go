@@ -172,23 +172,30 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 		key, _ := parseSecretRef(opts.ArgoCDHookSecret)
 		hooks.ArgoCDToken = CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
 	}
-	server := &http.Server{Addr: opts.HooksBindAddress, Handler: hooks.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
-	if opts.HooksTLSCertFile != "" {
-		certs := &certReloader{certFile: opts.HooksTLSCertFile, keyFile: opts.HooksTLSKeyFile}
+	// Every replica serves the hooks (not only the leader), so that the engines always reach a
+	// ready endpoint; a replica that is not leading answers 503 (see Hooks.Leading).
+	return addServer(mgr, "notification hooks", opts.HooksBindAddress, hooks.Handler(), 30*time.Second,
+		opts.HooksTLSCertFile, opts.HooksTLSKeyFile)
+}
+
+// addServer serves handler on addr from every replica (with TLS when a certificate is given,
+// reloaded as it changes) until the manager stops.
+func addServer(mgr ctrl.Manager, what, addr string, handler http.Handler, writeTimeout time.Duration, certFile, keyFile string) error {
+	server := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: writeTimeout}
+	if certFile != "" {
+		certs := &certReloader{certFile: certFile, keyFile: keyFile}
 		if _, err := certs.GetCertificate(nil); err != nil {
 			return err
 		}
 		server.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
 	}
-	// Every replica serves the hooks (not only the leader), so that the engines always reach a
-	// ready endpoint; a replica that is not leading answers 503 (see Hooks.Leading).
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
-		ln, err := net.Listen("tcp", opts.HooksBindAddress)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("failed to listen for hooks on %s: %w", opts.HooksBindAddress, err)
+			return fmt.Errorf("failed to listen for the %s on %s: %w", what, addr, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("serving notification hooks", "address", ln.Addr().String(), "tls", server.TLSConfig != nil)
+		ctrl.LoggerFrom(ctx).Info("serving the "+what, "address", ln.Addr().String(), "tls", server.TLSConfig != nil)
 		if server.TLSConfig != nil {
 			ln = tls.NewListener(ln, server.TLSConfig)
 		}
@@ -199,7 +206,7 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 			_ = server.Shutdown(shutdown)
 		}()
 		if err := server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("hooks server: %w", err)
+			return fmt.Errorf("%s server: %w", what, err)
 		}
 		return nil
 	}))

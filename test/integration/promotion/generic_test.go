@@ -1,9 +1,6 @@
 package promotion
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -11,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
@@ -168,7 +164,7 @@ func TestGenericApplierNotReady(t *testing.T) {
 			startController(t, nil)
 			s := eventuallyCondition(t, ns, "w", stagecoachv1.ConditionReady, metav1.ConditionFalse, tc.reason, tc.message)
 			// kubectl wait for Ready does not pass on a Stage that can do nothing.
-			out, err := kubectlWait(t, "--for=condition=Ready", "stage/w", "-n", ns, "--timeout=2s")
+			out, err := env.Kubectl(t, "wait", "--for=condition=Ready", "stage/w", "-n", ns, "--timeout=2s")
 			NewWithT(t).Expect(err).To(HaveOccurred(), out)
 			NewWithT(t).Expect(out).To(ContainSubstring("timed out waiting for the condition"))
 			// Only a change of spec helps: kstatus sees Stalled.
@@ -192,19 +188,4 @@ func newApplicationSet(t *testing.T, ns, name string) {
 				"source": map[string]any{"repoURL": "oci://registry.example/shop", "targetRevision": "v1"}}}},
 	}}
 	NewWithT(t).Expect(env.Client.Create(t.Context(), set)).To(Succeed())
-}
-
-// kubectlWait runs kubectl wait (the kubectl built beside the API server by test/envbin) as an admin.
-func kubectlWait(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	g := NewWithT(t)
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := user.KubeConfig()
-	g.Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
-	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", path, "wait"}, args...)...).CombinedOutput()
-	return string(out), err
 }

@@ -1,34 +1,18 @@
 package stage
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
 )
 
-// kubectl runs the kubectl built beside the API server (test/envbin) with an admin kubeconfig.
-func kubectl(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	g := NewWithT(t)
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := user.KubeConfig()
-	g.Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
-	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
-	return string(out), err
-}
+func kubectl(t *testing.T, args ...string) (string, error) { return env.Kubectl(t, args...) }
 
 func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 	ns := newNamespace(t)

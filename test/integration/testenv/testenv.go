@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -117,4 +118,25 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		t.Fatalf("failed to create a namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// Kubectl runs the kubectl built beside the API server (test/envbin) as an admin and returns its
+// combined output.
+func (e *Env) Kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	user, err := e.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
+	return string(out), err
 }
