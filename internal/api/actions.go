@@ -89,12 +89,15 @@ func (s *Server) clientAs(who Viewer) (client.Client, error) {
 	return c, nil
 }
 
+// versionRequest is the body of promote and rollback: a version by tag or digest, and why.
+type versionRequest struct {
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+	Reason  string `json:"reason"`
+}
+
 func (s *Server) promote(r *http.Request, c client.Client, stage *stagecoachv1.Stage, out *bytes.Buffer) (*Created, error) {
-	var body struct {
-		Version string `json:"version"`
-		Digest  string `json:"digest"`
-		Reason  string `json:"reason"`
-	}
+	var body versionRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
 	}
@@ -107,11 +110,7 @@ func (s *Server) promote(r *http.Request, c client.Client, stage *stagecoachv1.S
 }
 
 func (s *Server) rollback(r *http.Request, c client.Client, stage *stagecoachv1.Stage, out *bytes.Buffer) (*Created, error) {
-	var body struct {
-		Version string `json:"version"`
-		Digest  string `json:"digest"`
-		Reason  string `json:"reason"`
-	}
+	var body versionRequest
 	if err := decode(r, &body); err != nil {
 		return nil, err
 	}
