@@ -191,5 +191,5 @@ image-push: image ## Push the image: make image-push REGISTRY=registry.example/t
 	go run ./hack/image push -layout $(DIST)/image -signature $(DIST)/image-signature -to $(REGISTRY)/stagecoach:$(VERSION)
 
 .PHONY: release
-release: image ## make release VERSION=v0.x.y [COSIGN_KEY=cosign.key COSIGN_PASSWORD=...]: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums, the image's cosign signature in dist/.
+release: image ui-release ## make release VERSION=v0.x.y [COSIGN_KEY=cosign.key COSIGN_PASSWORD=...]: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums, the image's cosign signature and the UI extension tarball in dist/.
 	go run ./hack/release -version $(VERSION) -image $(if $(REGISTRY),$(REGISTRY)/stagecoach,$(IMAGE)) -dist $(DIST) -cosign-key "$(COSIGN_KEY)"

@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -115,6 +116,10 @@ resources:
 - @%[1]s/argocd/cmp/plugin-configmap.yaml
 - @%[1]s/argocd/cmp/repo-server-sidecar.yaml
 - @%[1]s/argocd/notifications/argocd-notifications-cm.yaml
+- @%[1]s/argocd/extension/argocd/argocd-cm.yaml
+- @%[1]s/argocd/extension/argocd/argocd-cmd-params-cm.yaml
+- @%[1]s/argocd/extension/argocd/argocd-rbac-cm.yaml
+- @%[1]s/argocd/extension/argocd/argocd-server.yaml
 patches:
 # The token is the user's to make: the Secret is a template (at the top of this file), not applied.
 - patch: '{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "argocd-notifications-secret", "namespace": "argocd"}, "$patch": "delete"}'
@@ -130,6 +135,12 @@ patches:
 	if err != nil {
 		return nil, err
 	}
+	proxySecret, err := secretTemplate(filepath.Join(manifests, "argocd", "extension", "argocd", "argocd-secret.yaml"), "argocd-secret")
+	if err != nil {
+		return nil, err
+	}
+	// The UI extension's installer downloads this release's bundle.
+	argocd = uiReleaseURL.ReplaceAll(argocd, []byte("${1}/"+o.Version+"/${2}"))
 	fluxSecret, err := os.ReadFile(filepath.Join(manifests, "flux", "secret.yaml"))
 	if err != nil {
 		return nil, err
@@ -148,7 +159,12 @@ patches:
 			"# It adds the stagecoach-cmp sidecar to argocd-repo-server (create the Secret\n"+
 			"# argocd/stagecoach-verify-keys with the cosign public keys first) and the notifications\n"+
 			"# wiring to argocd-notifications-cm. Then create the token Secret from this template:\n"+
-			comment(argoSecret), argocd)},
+			comment(argoSecret)+
+			"# It also installs the UI extension (argocd-server's extension installer downloads this release's\n"+
+			"# stagecoach-ui-extension.tar.gz; restart argocd-server after the first apply) and its proxy to the\n"+
+			"# controller's HTTP API: run the controller with --api-bind-address and --api-proxy-token-file (see\n"+
+			"# manifests/argocd/extension/stagecoach), and merge the proxy token into argocd-secret:\n"+
+			comment(proxySecret), argocd)},
 		{"install-flux.yaml", join(head+
 			"# Onto an installed Flux (namespace flux-system): the notification Provider and Alert (edit the\n"+
 			"# Alert's eventSources to your Stages' namespaces). Then create the token Secrets from this\n"+
@@ -257,6 +273,10 @@ func secretTemplate(file, name string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("%s holds no Secret %s", file, name)
 }
+
+// uiReleaseURL is the UI extension tarball's download URL in the installer settings, with the
+// release version as its second-to-last path element.
+var uiReleaseURL = regexp.MustCompile(`(https://github\.com/stagecoach-dev/stagecoach/releases/download)/[^/\s]+/(stagecoach-ui-extension\.tar\.gz(?:\.sha256)?)`)
 
 func comment(yaml []byte) string {
 	var b strings.Builder

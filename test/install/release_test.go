@@ -118,10 +118,16 @@ func TestMakeRelease(t *testing.T) {
 		}},
 		{"install-argocd.yaml adds the pinned plugin sidecar and the notifications, not the token Secret", func(g *WithT) {
 			objs := read(g, "install-argocd.yaml")
-			g.Expect(keys(objs)).To(ConsistOf("ConfigMap argocd/stagecoach-cmp-plugin", "ConfigMap argocd/argocd-notifications-cm", "Deployment argocd/argocd-repo-server"))
+			g.Expect(keys(objs)).To(ConsistOf("ConfigMap argocd/stagecoach-cmp-plugin", "ConfigMap argocd/argocd-notifications-cm", "Deployment argocd/argocd-repo-server",
+				"ConfigMap argocd/argocd-cm", "ConfigMap argocd/argocd-cmd-params-cm", "ConfigMap argocd/argocd-rbac-cm", "Deployment argocd/argocd-server"))
 			g.Expect(container(find(objs, "Deployment", "argocd-repo-server"))["image"]).To(Equal(image))
 			data, _ := os.ReadFile(filepath.Join(dist, "install-argocd.yaml"))
 			g.Expect(string(data)).To(ContainSubstring("#   stringData: {stagecoach-token: REPLACE-WITH-A-LONG-RANDOM-TOKEN}"))
+			// The UI extension: the installer downloads this release's tarball; the proxy token is a template.
+			g.Expect(string(data)).To(ContainSubstring("releases/download/v0.0.0-test/stagecoach-ui-extension.tar.gz"))
+			g.Expect(string(data)).NotTo(ContainSubstring("releases/download/v0.1.0/"))
+			g.Expect(string(data)).To(ContainSubstring("#   stringData:"))
+			g.Expect(string(data)).To(ContainSubstring("#     stagecoach.proxy.token: Bearer CHANGE-ME"))
 		}},
 		{"install-flux.yaml has the Provider and Alert, and the Secret as a template only", func(g *WithT) {
 			objs := read(g, "install-flux.yaml")
