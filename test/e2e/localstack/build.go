@@ -34,6 +34,9 @@ const (
 // proxy into the cache (outside the checkout) by Build.
 type Binaries struct {
 	KubeAPIServer, Etcd, Kubectl string
+	// KubeControllerManager is built from the same Kubernetes module as KubeAPIServer (test/envbin);
+	// the stack runs only its deployment and replicaset controllers. Empty: not run.
+	KubeControllerManager string
 	// ArgoCD is the multi-call binary; ArgoCDHack holds the helper scripts its repo-server execs.
 	ArgoCD, ArgoCDHack                                            string
 	SourceController, KustomizeController, NotificationController string
@@ -121,18 +124,20 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	// A lane's failure cancels the other's build (laneCtx); laneCtx ends with Wait.
 	lanes, laneCtx := errgroup.WithContext(ctx)
 	lanes.Go(func() error {
-		// kube-apiserver, etcd and kubectl: test/envbin/build.sh, shared with the envtest suites.
-		fmt.Fprintln(progress, "stack: kube-apiserver, etcd and kubectl (test/envbin/build.sh)")
-		script := buildCommand(laneCtx, filepath.Join(root, "test", "envbin", "build.sh"))
+		// kube-apiserver, etcd, kubectl and kube-controller-manager: test/envbin/build.sh, shared
+		// with the envtest suites (which need no controller manager), one module for all four.
+		fmt.Fprintln(progress, "stack: kube-apiserver, etcd, kubectl and kube-controller-manager (test/envbin/build.sh)")
+		script := buildCommand(laneCtx, filepath.Join(root, "test", "envbin", "build.sh"), "kube-controller-manager")
 		script.Stderr = progress
 		out, err := script.Output()
 		if err != nil {
-			return fmt.Errorf("test/envbin/build.sh failed (kube-apiserver, etcd, kubectl): %w", err)
+			return fmt.Errorf("test/envbin/build.sh failed (kube-apiserver, etcd, kubectl, kube-controller-manager): %w", err)
 		}
 		assets := strings.TrimSpace(string(out))
 		b.KubeAPIServer = filepath.Join(assets, "kube-apiserver")
 		b.Etcd = filepath.Join(assets, "etcd")
 		b.Kubectl = filepath.Join(assets, "kubectl")
+		b.KubeControllerManager = filepath.Join(assets, "kube-controller-manager")
 		return flux.run(laneCtx, progress)
 	})
 	lanes.Go(func() error {
