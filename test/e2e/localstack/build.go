@@ -74,7 +74,7 @@ func CacheDir() (string, error) {
 // Build makes sure every binary the stack runs exists, building what is missing from the Go module
 // proxy under nice, and reports progress to progress. Two builds run at a time: one `go build`
 // keeps both cores busy while it compiles, but not while it downloads modules or links, and two
-// lanes fill those gaps (the lanes are balanced: kube-apiserver, etcd and kubectl then the Flux
+// lanes fill those gaps (the lanes are balanced: kube-apiserver, etcd, kubectl and kube-controller-manager then the Flux
 // controllers, beside Argo CD then bin/stagecoach). A binary in the cache is reused: its name
 // carries its version. A cold build took 28 minutes on 2 cores; a warm one only rebuilds
 // bin/stagecoach from the checkout (seconds).
