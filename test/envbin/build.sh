@@ -2,6 +2,11 @@
 # Builds kube-apiserver, etcd and kubectl from the Go module proxy (envtest cannot download them here) into a
 # cache folder outside the checkout, and prints that folder (the value for KUBEBUILDER_ASSETS) on stdout.
 # A binary already in the cache is reused; delete it from the cache's bin folder to rebuild.
+#
+# Usage: build.sh [kube-controller-manager]
+# The end-to-end stack also asks for kube-controller-manager, built from the same Kubernetes module
+# (same go.mod, same version stamp) as kube-apiserver; the envtest suites do not need it, so it is
+# built only when named.
 set -euo pipefail
 
 KUBE_VERSION=v1.35.4
@@ -19,9 +24,16 @@ done
 
 # One go build for whatever is missing, so that packages the binaries share compile once
 # (etcd does not link the version packages the -X flags name; the linker ignores those).
-declare -A version=([kube-apiserver]=$KUBE_VERSION [etcd]=$ETCD_VERSION [kubectl]=$KUBE_VERSION)
+declare -A version=([kube-apiserver]=$KUBE_VERSION [etcd]=$ETCD_VERSION [kubectl]=$KUBE_VERSION [kube-controller-manager]=$KUBE_VERSION)
+names=(kube-apiserver etcd kubectl)
+for extra in "$@"; do
+  case $extra in
+    kube-controller-manager) names+=("$extra") ;;
+    *) echo "build.sh: unknown binary '$extra': only kube-controller-manager may be added to kube-apiserver, etcd and kubectl" >&2; exit 2 ;;
+  esac
+done
 missing=()
-for name in kube-apiserver etcd kubectl; do
+for name in "${names[@]}"; do
   [ -x "$cache/bin/$name-${version[$name]}" ] || missing+=("$name")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -34,5 +46,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   for name in "${missing[@]}"; do mv "$tmp/$name" "$cache/bin/$name-${version[$name]}"; done
   echo "built ${missing[*]} in $((SECONDS - start))s -> $cache/bin" >&2
 fi
-for name in kube-apiserver etcd kubectl; do ln -sf "$cache/bin/$name-${version[$name]}" "$assets/$name"; done
+for name in "${names[@]}"; do ln -sf "$cache/bin/$name-${version[$name]}" "$assets/$name"; done
 echo "$assets"

@@ -34,6 +34,9 @@ const (
 // proxy into the cache (outside the checkout) by Build.
 type Binaries struct {
 	KubeAPIServer, Etcd, Kubectl string
+	// KubeControllerManager is built from the same Kubernetes module as KubeAPIServer (test/envbin);
+	// the stack runs only its deployment and replicaset controllers. Empty: not run.
+	KubeControllerManager string
 	// ArgoCD is the multi-call binary; ArgoCDHack holds the helper scripts its repo-server execs.
 	ArgoCD, ArgoCDHack                                            string
 	SourceController, KustomizeController, NotificationController string
@@ -71,7 +74,7 @@ func CacheDir() (string, error) {
 // Build makes sure every binary the stack runs exists, building what is missing from the Go module
 // proxy under nice, and reports progress to progress. Two builds run at a time: one `go build`
 // keeps both cores busy while it compiles, but not while it downloads modules or links, and two
-// lanes fill those gaps (the lanes are balanced: kube-apiserver, etcd and kubectl then the Flux
+// lanes fill those gaps (the lanes are balanced: kube-apiserver, etcd, kubectl and kube-controller-manager then the Flux
 // controllers, beside Argo CD then bin/stagecoach). A binary in the cache is reused: its name
 // carries its version. A cold build took 28 minutes on 2 cores; a warm one only rebuilds
 // bin/stagecoach from the checkout (seconds).
@@ -121,18 +124,20 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	// A lane's failure cancels the other's build (laneCtx); laneCtx ends with Wait.
 	lanes, laneCtx := errgroup.WithContext(ctx)
 	lanes.Go(func() error {
-		// kube-apiserver, etcd and kubectl: test/envbin/build.sh, shared with the envtest suites.
-		fmt.Fprintln(progress, "stack: kube-apiserver, etcd and kubectl (test/envbin/build.sh)")
-		script := buildCommand(laneCtx, filepath.Join(root, "test", "envbin", "build.sh"))
+		// kube-apiserver, etcd, kubectl and kube-controller-manager: test/envbin/build.sh, shared
+		// with the envtest suites (which need no controller manager), one module for all four.
+		fmt.Fprintln(progress, "stack: kube-apiserver, etcd, kubectl and kube-controller-manager (test/envbin/build.sh)")
+		script := buildCommand(laneCtx, filepath.Join(root, "test", "envbin", "build.sh"), "kube-controller-manager")
 		script.Stderr = progress
 		out, err := script.Output()
 		if err != nil {
-			return fmt.Errorf("test/envbin/build.sh failed (kube-apiserver, etcd, kubectl): %w", err)
+			return fmt.Errorf("test/envbin/build.sh failed (kube-apiserver, etcd, kubectl, kube-controller-manager): %w", err)
 		}
 		assets := strings.TrimSpace(string(out))
 		b.KubeAPIServer = filepath.Join(assets, "kube-apiserver")
 		b.Etcd = filepath.Join(assets, "etcd")
 		b.Kubectl = filepath.Join(assets, "kubectl")
+		b.KubeControllerManager = filepath.Join(assets, "kube-controller-manager")
 		return flux.run(laneCtx, progress)
 	})
 	lanes.Go(func() error {

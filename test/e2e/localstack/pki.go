@@ -28,6 +28,8 @@ type pki struct {
 	saKey, saPub, tokens        string // files
 	caPEM                       []byte
 	adminToken, controllerToken string
+	// kcmToken is kube-controller-manager's: the user its bootstrap RBAC names.
+	kcmToken string
 }
 
 // Identities with static tokens. The admin is the platform operator: cluster-admin, and in the
@@ -37,6 +39,11 @@ const (
 	BreakGlassGroup  = "stagecoach:break-glass"
 	ControllerUser   = "system:serviceaccount:stagecoach-system:stagecoach-controller"
 	controllerGroups = "system:serviceaccounts,system:serviceaccounts:stagecoach-system,system:authenticated"
+	// KubeControllerManagerUser is bound to ClusterRole system:kube-controller-manager by the API
+	// server's bootstrap policy; with --use-service-account-credentials each controller then acts as
+	// its own service account in kube-system (system:controller:deployment-controller, ...), as
+	// in a real cluster.
+	KubeControllerManagerUser = "system:kube-controller-manager"
 )
 
 func newPKI(dir string) (*pki, error) {
@@ -83,7 +90,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.adminToken, p.controllerToken = token(), token()
+	p.adminToken, p.controllerToken, p.kcmToken = token(), token(), token()
 	files := map[string][]byte{
 		p.caCert:      p.caPEM,
 		p.servingCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}),
@@ -93,6 +100,7 @@ func newPKI(dir string) (*pki, error) {
 		p.tokens: []byte(strings.Join([]string{
 			fmt.Sprintf("%s,%s,admin-uid,\"system:masters,%s\"", p.adminToken, AdminUser, BreakGlassGroup),
 			fmt.Sprintf("%s,%s,stagecoach-controller-uid,\"%s\"", p.controllerToken, ControllerUser, controllerGroups),
+			fmt.Sprintf("%s,%s,kube-controller-manager-uid,\"system:authenticated\"", p.kcmToken, KubeControllerManagerUser),
 		}, "\n") + "\n"),
 	}
 	for path, data := range files {

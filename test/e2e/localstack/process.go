@@ -106,6 +106,18 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Pause freezes the process (SIGSTOP) without ending it: it keeps its connections and state but
+// writes nothing until Resume, as an overloaded or descheduled controller would.
+func (p *Process) Pause() error {
+	if ended, _ := p.Exited(); ended {
+		return fmt.Errorf("%s (pid %d) has exited: nothing to pause", p.Name, p.Pid())
+	}
+	return p.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+// Resume lets a paused process run again (SIGCONT).
+func (p *Process) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Tail returns the last n lines of the log.
 func (p *Process) Tail(n int) string { return tailFile(p.LogPath, 0, n) }
 

@@ -92,6 +92,7 @@ type Stack struct {
 const (
 	Etcd                   = "etcd"
 	KubeAPIServer          = "kube-apiserver"
+	KubeControllerManager  = "kube-controller-manager"
 	Redis                  = "redis"
 	ArgoCDRepoServer       = "argocd-repo-server"
 	ArgoCDCMPServer        = "argocd-cmp-server"
@@ -225,6 +226,9 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 	if err := writeKubeconfig(s.ControllerKubeconfig, server, s.pki.caPEM, "stagecoach-controller", s.pki.controllerToken); err != nil {
 		return err
 	}
+	if err := s.startControllerManager(ctx, server); err != nil {
+		return err
+	}
 	if s.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig); err != nil {
 		return err
 	}
@@ -235,6 +239,44 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 	}
 	s.Client, err = client.New(s.Config, client.Options{Scheme: scheme})
 	return err
+}
+
+// KubeControllerManagerControllers are the only controllers the stack's kube-controller-manager
+// runs: Deployments get ReplicaSets and a status written by Kubernetes' own code (a Deployment with
+// replicas 0 needs no kubelet), and nothing else of a cluster's machinery runs behind the tests.
+var KubeControllerManagerControllers = []string{"deployment-controller", "replicaset-controller"}
+
+// startControllerManager runs kube-controller-manager (when built) as its own user, with each
+// controller acting as its kube-system service account, and waits for /healthz.
+func (s *Stack) startControllerManager(ctx context.Context, server string) error {
+	if s.Bin.KubeControllerManager == "" {
+		return nil
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(s.Dir, "kubeconfig-kube-controller-manager")
+	if err := writeKubeconfig(kubeconfig, server, s.pki.caPEM, KubeControllerManagerUser, s.pki.kcmToken); err != nil {
+		return err
+	}
+	certs := filepath.Join(s.Dir, "kube-controller-manager")
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return err
+	}
+	kcm, err := s.start(processSpec{name: KubeControllerManager, path: s.Bin.KubeControllerManager, grace: 10 * time.Second,
+		env: []string{"KUBECONFIG=" + kubeconfig}, args: []string{
+			"--kubeconfig", kubeconfig, "--controllers", strings.Join(KubeControllerManagerControllers, ","),
+			"--use-service-account-credentials", "--leader-elect=false",
+			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(ports[0]), "--cert-dir", certs,
+			// The serving certificate is self-signed and /healthz is always allowed: no delegated
+			// authentication or authorization is needed for the readiness check.
+			"--authentication-skip-lookup", "--authorization-always-allow-paths", "/healthz,/readyz,/livez"}})
+	if err != nil {
+		return err
+	}
+	selfSigned := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health check of a self-signed test process
+	return kcm.waitReady(ctx, 60*time.Second, "GET /healthz", httpOK(selfSigned, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])))
 }
 
 type bearer struct {
@@ -521,6 +563,16 @@ func (s *Stack) KillController() {
 	if s.Controller != nil {
 		s.Controller.Kill()
 	}
+}
+
+// Process is the running component named name (one of the constants above), nil when none runs.
+func (s *Stack) Process(name string) *Process {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		if s.procs[i].Name == name {
+			return s.procs[i]
+		}
+	}
+	return nil
 }
 
 // Processes lists what the stack started, in start order.

@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
+)
+
+// progressingReason is where Kubernetes' deployment controller says how a rollout went: with the
+// status of the generation it wrote (status.observedGeneration), NewReplicaSetAvailable once the
+// new ReplicaSet has all its replicas (at once for replicas: 0), ProgressDeadlineExceeded when
+// spec.progressDeadlineSeconds passed first.
+const progressingReason = `status.conditions.#(type=="Progressing").reason`
+
+// A Deployment is promoted through spec.applyRef.set on its image, against the real deployment
+// controller of kube-controller-manager (replicas 0: no kubelet needed): the version lands and
+// verifies by completion rules on the status that controller writes. A rule that can never hold
+// fails the next version at the progress deadline, and the previous version is applied again.
+func TestDeploymentApplierWithCompletionRules(t *testing.T) {
+	sc := env.Scenario(t)
+	repo := sc.NS + "/web"
+	v1 := sc.Push(repo, "v1.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap("web", "v1.0.0")})
+	v2 := sc.Push(repo, "v2.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap("web", "v2.0.0")})
+	image := func(digest string) string { return sc.Registry.Repository(repo) + "@" + digest }
+
+	// The install's RBAC lets the controller patch only the built-in kinds: an operator grants it the
+	// kind a Stage applies (read everywhere for the watch that wakes it; patch here only).
+	grantDeployments(sc)
+	sc.Apply(fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {stagecoach.dev/stage: web}}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: %s}]
+`, sc.Registry.Repository(repo)+":initial"))
+
+	const deadline = 15 * time.Second
+	sc.Stage("web", "web", "dev",
+		stagecoachv1.ApplierReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web",
+			Set: []stagecoachv1.FieldSetting{{Path: "/spec/template/spec/containers/0/image", Value: "{{ .Image }}"}}},
+		stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: sc.Registry.Repository(repo), Semver: ">=1.0.0"}},
+		func(s *stagecoachv1.Stage) {
+			s.Spec.Completion = &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
+				Succeeded: &stagecoachv1.FieldMatch{Key: progressingReason, Value: "NewReplicaSetAvailable"},
+				Failed:    &stagecoachv1.FieldMatch{Key: progressingReason, Value: "ProgressDeadlineExceeded"},
+			}}
+			s.Spec.Verification.ProgressDeadline = &metav1.Duration{Duration: deadline}
+		})
+	sc.G.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(sc.GetStage(g, "web").Status.Conditions, stagecoachv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "Stage web Ready: %s: %s", c.Reason, c.Message)
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+
+	t.Run("lands and verifies", func(t *testing.T) {
+		sc := sc.For(t)
+		created := time.Now()
+		sc.Promote("web", "v1.0.0", v1)
+		tl := sc.WaitVerified("web", v1, created)
+		d := sc.Get(sc.G, "apps/v1", "Deployment", "web")
+		sc.G.Expect(containerImage(d)).To(Equal(image(v1)))
+		// What the deployment controller wrote, and that Stagecoach owns exactly the image field.
+		observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+		sc.G.Expect(observed).To(Equal(d.GetGeneration()))
+		sc.G.Expect(condition(d, "Progressing")).To(HaveKeyWithValue("reason", "NewReplicaSetAvailable"))
+		sc.G.Expect(managerOwnsImage(d, "stagecoach")).To(BeTrue(), "field manager stagecoach does not own the container image: %v", d.GetManagedFields())
+		report("%-8s Deployment (kube-controller-manager) %s", "generic", tl)
+	})
+
+	t.Run("a rule that never holds fails at the deadline and rolls back", func(t *testing.T) {
+		sc := sc.For(t)
+		setSucceeded := func(value string) {
+			sc.G.Eventually(func(g Gomega) {
+				stage := sc.GetStage(g, "web")
+				stage.Spec.Completion.ObservedCompletion.Succeeded = &stagecoachv1.FieldMatch{Key: progressingReason, Value: value}
+				g.Expect(sc.Client.Update(sc.Ctx(), stage)).To(Succeed())
+			}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		}
+		setSucceeded("NeverWrittenByKubernetes")
+		p := sc.Promote("web", "v2.0.0", v2)
+		var applied, failed time.Time
+		var sawRolloutDone bool
+		got := &stagecoachv1.Promotion{}
+		sc.G.Eventually(func(g Gomega) {
+			g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(p), got)).To(Succeed())
+			if applied.IsZero() && got.Status.AppliedAt != nil {
+				applied = time.Now()
+			}
+			if got.Status.Phase == stagecoachv1.PhaseRunning {
+				// The real controller finishes the rollout of v2: only the rule keeps it from landing.
+				d := sc.Get(g, "apps/v1", "Deployment", "web")
+				observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+				if containerImage(d) == image(v2) && observed == d.GetGeneration() && condition(d, "Progressing")["reason"] == "NewReplicaSetAvailable" {
+					sawRolloutDone = true
+				}
+			}
+			g.Expect(got.Status.Phase).To(Equal(stagecoachv1.PhaseFailed), "Promotion %s: %s", got.Name, got.Status.Message)
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		failed = time.Now()
+		sc.G.Expect(applied).NotTo(BeZero(), "the Promotion of v2 was never seen applied")
+		sc.G.Expect(sawRolloutDone).To(BeTrue(), "the deployment controller never finished the rollout of v2")
+		sc.G.Expect(failed.Sub(applied)).To(BeNumerically(">=", deadline-time.Second), "failed before the progress deadline")
+		sc.G.Expect(got.Status.Message).To(ContainSubstring("rolling back to v1.0.0"))
+
+		// The automatic Rollback applies v1 again at once.
+		sc.G.Eventually(func(g Gomega) {
+			g.Expect(containerImage(sc.Get(g, "apps/v1", "Deployment", "web"))).To(Equal(image(v1)), "the Deployment is not back on v1")
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		// The person who acts fixes the rule: the Rollback lands by it, and v2's Promotion says it was rolled back.
+		setSucceeded("NewReplicaSetAvailable")
+		sc.G.Eventually(func(g Gomega) {
+			g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(p), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(stagecoachv1.PhaseRolledBack), "Promotion %s: %s", got.Name, got.Status.Message)
+			s := sc.GetStage(g, "web")
+			g.Expect(s.Status.Current).NotTo(BeNil())
+			g.Expect(s.Status.Current.Digest).To(Equal(v1))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		report("%-8s Deployment rule that never holds: applied→failed %s (deadline %s), rolled back to v1", "generic",
+			failed.Sub(applied).Round(10*time.Millisecond), deadline)
+	})
+}
+
+// grantDeployments gives Stagecoach's controller what an operator would for a Deployment applier:
+// read Deployments (its watch is cluster-wide) and patch them in the scenario's namespace only.
+func grantDeployments(sc *localstack.Scenario) {
+	sc.T.Helper()
+	sc.Apply(fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: stagecoach-read-deployments}
+rules: [{apiGroups: [apps], resources: [deployments], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: stagecoach-read-deployments}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: stagecoach-read-deployments}
+subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: stagecoach-apply-deployments, namespace: %[1]s}
+rules: [{apiGroups: [apps], resources: [deployments], verbs: [patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: stagecoach-apply-deployments, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stagecoach-apply-deployments}
+subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
+`, sc.NS))
+}
+
+func containerImage(d *unstructured.Unstructured) string {
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if len(containers) == 0 {
+		return ""
+	}
+	image, _ := containers[0].(map[string]any)["image"].(string)
+	return image
+}
+
+// condition is the status condition of type t (nil when absent).
+func condition(u *unstructured.Unstructured, t string) map[string]any {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, _ := c.(map[string]any); m["type"] == t {
+			return m
+		}
+	}
+	return nil
+}
+
+// managerOwnsImage reports whether manager's server-side apply owns the first container's image.
+func managerOwnsImage(d *unstructured.Unstructured, manager string) bool {
+	for _, mf := range d.GetManagedFields() {
+		if mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
+			continue
+		}
+		raw := string(mf.FieldsV1.Raw)
+		return containsAll(raw, `"f:containers"`, `"f:image"`)
+	}
+	return false
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
