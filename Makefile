@@ -164,7 +164,7 @@ $(CONTROLLER_GEN):
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
 
 .PHONY: bench
-bench: envtest-assets ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records; /metrics with 5,000 Stages; the plugin's render against kustomize build.
+bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records; /metrics with 5,000 Stages; the plugin's render against kustomize build.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
 	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
@@ -173,6 +173,8 @@ bench: envtest-assets ## Reaction latencies on a real API server (p50/p99); regi
 	go test -run '^$$' -bench 'Write|Audit10k|Follow10k' -benchmem ./internal/records
 	go test -run '^$$' -bench BenchmarkScrape -benchtime 3x -benchmem ./internal/metrics
 	go run ./test/bench/cmp
+	@# The latency a dependsOn level adds on the local stack, beside Flux's own dependsOn.
+	cd test/e2e && STAGECOACH_E2E_BENCH=1 go test -count=1 -timeout 15m -run 'TestDependencyLatencyPerLevel' -v ./... | grep 'REPORT'
 
 # Container image and release files, without Docker (hack/image, hack/release). Every timestamp in
 # the image is the commit's time, so the same commit gives the same digest.
