@@ -92,6 +92,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	}
 	stages := &StageReconciler{
 		ServerVersion:             versions.Read,
+		WatchNamespaces:           opts.WatchNamespaces,
 		Identity:                  whoAmI(ctx, mgr.GetClient()),
 		Registry:                  &registry.Lister{Transport: ociclient.NewTransport(opts.RegistryTimeout)},
 		RegistryTransport:         ociclient.NewTransport(opts.RegistryTimeout),

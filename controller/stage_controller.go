@@ -43,6 +43,9 @@ type StageReconciler struct {
 	ApplierRetryInterval time.Duration
 	// Clock tells the time (tests may fake it); the real clock when nil.
 	Clock clock.PassiveClock
+	// WatchNamespaces are the namespaces the cache watches (none: all); the controller must be
+	// allowed to list and watch an applier's kind there.
+	WatchNamespaces []string
 	// ServerVersion reads the API server's version, for spec.prerequisites.kubernetesVersion.
 	ServerVersion func(context.Context) (string, error)
 
@@ -250,13 +253,27 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 				described, holder)}, nil
 	}
 
-	if _, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+	mapping, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
 				message: fmt.Sprintf("%s cannot be read: the CRD for kind %s in %s is not installed in this cluster; install it or point spec.applyRef at another kind",
 					described, gvk.Kind, gvk.GroupVersion())}, nil
 		}
 		return applierVerdict{}, fmt.Errorf("failed to look up kind %s for Stage %q: %w", gvk, stage.Name, err)
+	}
+	if !ref.Builtin() {
+		// The install grants the built-in kinds; any other kind is the operator's to grant. A
+		// watch the API server refuses would never sync (and keep /readyz failing), so ask first.
+		denied, err := r.watcher.denied(ctx, r.Client, mapping.Resource)
+		if err != nil {
+			return applierVerdict{}, fmt.Errorf("failed to check whether the controller may watch %s for Stage %q: %w", gvk.GroupKind(), stage.Name, err)
+		}
+		if denied != "" {
+			return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
+				message: fmt.Sprintf("%s cannot be watched: the controller may not %s %s; grant its service account get, list and watch on %s (and patch, to promote)",
+					described, denied, mapping.Resource.GroupResource(), mapping.Resource.GroupResource())}, nil
+		}
 	}
 	if err := r.watcher.ensure(gvk); err != nil {
 		return applierVerdict{}, err

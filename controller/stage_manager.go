@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,7 +98,8 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		func(o client.Object) []string { return []string{o.(*stagecoachv1.Approval).Spec.Stage} }); err != nil {
 		return fmt.Errorf("failed to index Approvals by Stage: %w", err)
 	}
-	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier)}
+	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier),
+		namespaces: r.WatchNamespaces}
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
 	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
@@ -261,11 +263,54 @@ func (r *StageReconciler) stagesSharingApplier(ctx context.Context, obj client.O
 // exists, so the controller runs without Argo CD or Flux installed and picks them up later
 // without a restart.
 type applierWatcher struct {
-	mu         sync.Mutex
-	watching   map[schema.GroupVersionKind]bool
+	mu       sync.Mutex
+	watching map[schema.GroupVersionKind]bool
+	// resources the controller was found allowed to list and watch.
+	resources map[schema.GroupVersionResource]bool
+	// namespaces the cache watches; none: cluster-wide.
+	namespaces []string
 	cache      cache.Cache
 	controller controller.Controller
 	handler    handler.EventHandler
+}
+
+// denied returns the first of list and watch the controller may not do on resource in the
+// namespaces it watches ("" when it may do both), asked by SelfSubjectAccessReview. Once a kind
+// is watched it is not asked again.
+func (w *applierWatcher) denied(ctx context.Context, c client.Client, resource schema.GroupVersionResource) (string, error) {
+	w.mu.Lock()
+	watched := w.resources[resource]
+	w.mu.Unlock()
+	if watched {
+		return "", nil
+	}
+	namespaces := w.namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{""} // cluster-wide
+	}
+	for _, ns := range namespaces {
+		for _, verb := range []string{"list", "watch"} {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb,
+					Group: resource.Group, Version: resource.Version, Resource: resource.Resource}}}
+			if err := c.Create(ctx, review); err != nil {
+				return "", err
+			}
+			if !review.Status.Allowed {
+				if ns == "" {
+					return verb + " (cluster-wide)", nil
+				}
+				return verb + " (in namespace " + ns + ")", nil
+			}
+		}
+	}
+	w.mu.Lock()
+	if w.resources == nil {
+		w.resources = map[schema.GroupVersionResource]bool{}
+	}
+	w.resources[resource] = true
+	w.mu.Unlock()
+	return "", nil
 }
 
 func (w *applierWatcher) ensure(gvk schema.GroupVersionKind) error {

@@ -1,16 +1,21 @@
 package promotion
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
 )
 
 // The stand-in kind of test/crds/standin, whose status the tests write the way its controller would.
@@ -188,4 +193,36 @@ func newApplicationSet(t *testing.T, ns, name string) {
 				"source": map[string]any{"repoURL": "oci://registry.example/shop", "targetRevision": "v1"}}}},
 	}}
 	NewWithT(t).Expect(env.Client.Create(t.Context(), set)).To(Succeed())
+}
+
+// The install grants the built-in kinds only: a Stage whose applier is another kind the
+// controller may not list and watch says so (it asks before watching, so the cache never waits
+// on a refused watch), and turns Ready once an operator grants it.
+func TestGenericKindTheControllerMayNotWatch(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	user := "system:serviceaccount:stagecoach-system:restricted-" + ns
+	out, err := env.Kubectl(t, "apply", "-f", filepath.Join(testenv.RepoRoot(), "manifests", "rbac", "role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	out, err = env.Kubectl(t, "create", "clusterrolebinding", "restricted-"+ns, "--clusterrole=stagecoach-controller", "--user="+user)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	restricted, err := env.AddUser(envtest.User{Name: user, Groups: []string{"system:authenticated"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	newWidget(t, ns, "w", "w")
+	newStage(t, ns, "w", widgetStage("w", imageSetting))
+	stop, err := env.RunManagerAs(context.Background(), restricted.Config(), func(o *controller.Options) {
+		o.ApplierRetryInterval = 500 * time.Millisecond
+		o.SkipNameValidation = true
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { NewWithT(t).Expect(stop()).To(Succeed()) })
+	eventuallyCondition(t, ns, "w", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonApplierUnreadable,
+		"Widget '"+ns+"/w' cannot be watched: the controller may not list (cluster-wide) widgets.example.dev; grant its service account get, list and watch on widgets.example.dev")
+
+	out, err = env.Kubectl(t, "create", "clusterrole", "widgets-"+ns, "--verb=get,list,watch,patch", "--resource=widgets.example.dev")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	out, err = env.Kubectl(t, "create", "clusterrolebinding", "widgets-"+ns, "--clusterrole=widgets-"+ns, "--user="+user)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	eventuallyCondition(t, ns, "w", stagecoachv1.ConditionReady, metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "spec.applyRef.set applies to it")
 }

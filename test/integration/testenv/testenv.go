@@ -89,6 +89,12 @@ func SetLogger() {
 // RunManager starts Stagecoach's manager against the API server with no metrics or probe
 // listeners and the options mutate sets. stop cancels it and returns how it ended.
 func (e *Env) RunManager(ctx context.Context, mutate func(*controller.Options)) (stop func() error, err error) {
+	return e.RunManagerAs(ctx, e.Config, mutate)
+}
+
+// RunManagerAs is RunManager with the controller authenticating through cfg (a user with the
+// install's RBAC, say) instead of as an admin.
+func (e *Env) RunManagerAs(ctx context.Context, cfg *rest.Config, mutate func(*controller.Options)) (stop func() error, err error) {
 	opts := controller.DefaultOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 	// The tests' check endpoints listen on loopback.
@@ -97,7 +103,7 @@ func (e *Env) RunManager(ctx context.Context, mutate func(*controller.Options)) 
 		mutate(&opts)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := controller.NewManager(ctx, e.Config, opts)
+	mgr, err := controller.NewManager(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		return nil, err
