@@ -181,8 +181,6 @@ func (run *promotionRun) abort(ctx context.Context, a, running *stagecoachv1.Pro
 	}
 	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonAborted, Promotion: running.Name, Since: metav1.NewTime(run.now),
 		Message: fmt.Sprintf("automatic promotion is held since %s was aborted: promote a version by hand to resume", running.Name)}
-	run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionFalse, stagecoachv1.ReasonAborted,
-		fmt.Sprintf("Promotion %s was %s", running.Name, msg))
 	if err := run.commit(ctx); err != nil {
 		return err
 	}
