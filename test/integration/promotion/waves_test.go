@@ -371,7 +371,7 @@ func TestWavesFailureHaltsAndRollsBack(t *testing.T) {
 		g := NewWithT(t)
 		for _, s := range argo.order() {
 			for _, a := range ws[2].Targets {
-				g.Expect(s).NotTo(Equal(a+"@"+digest(2)))
+				g.Expect(s).NotTo(Equal(a + "@" + digest(2)))
 			}
 		}
 		// Two targets moved to v2 and two moved back.
