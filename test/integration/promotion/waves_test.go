@@ -284,14 +284,28 @@ func TestWavesRollOutInOrder(t *testing.T) {
 	})
 }
 
-// A plan that leaves clusters out is refused by default, naming them.
+// A plan that leaves clusters out is refused by default, naming them; a cluster Secret whose
+// labels change wakes the Stage (its watch), and the plan is taken once it selects every cluster.
 func TestWavesPartialPlanRefused(t *testing.T) {
+	g := NewWithT(t)
 	ns := newNamespace(t)
 	newFleet(t, ns, "fleet", fiveClusters)
-	newWavesStage(t, ns, "fleet", func(s *stagecoachv1.Stage) { s.Spec.Waves = s.Spec.Waves[:2] })
+	newWavesStage(t, ns, "fleet", func(s *stagecoachv1.Stage) {
+		s.Spec.Waves = []stagecoachv1.Wave{{Name: "eu only", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu"}}}}
+	})
 	startController(t, nil)
 	s := eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonWavePlanRefused, "leave 3 of 5 targets out")
-	NewWithT(t).Expect(meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionReady).Message).To(ContainSubstring("allowPartial: true"))
+	msg := meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionReady).Message
+	g.Expect(msg).To(ContainSubstring("allowPartial: true"))
+	g.Expect(msg).To(ContainSubstring("us1-fleet (us1)"))
+
+	for _, c := range fiveClusters[2:] {
+		secret := &corev1.Secret{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "cluster-" + c.name}, secret)).To(Succeed())
+		secret.Labels["region"] = "eu"
+		g.Expect(env.Client.Update(t.Context(), secret)).To(Succeed())
+	}
+	eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionReady, metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "5 Applications roll out in 1 waves")
 }
 
 // Suspend stops the rollout where it is and says so; resuming goes on.
