@@ -98,7 +98,7 @@ func TestExplain(t *testing.T) {
 			}
 			out := strings.Join(Explain(s, tc.promotions, t0).Lines(), "\n")
 			for _, line := range tc.want {
-				NewWithT(t).Expect(out+"\n").To(ContainSubstring(strings.ReplaceAll(line, "\\n", "\n")))
+				NewWithT(t).Expect(out + "\n").To(ContainSubstring(strings.ReplaceAll(line, "\\n", "\n")))
 			}
 			if len(s.Status.Waves) == 0 {
 				NewWithT(t).Expect(out).NotTo(ContainSubstring("wave "), "no wave lines for a Stage without waves")
