@@ -63,6 +63,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	clusterSecretCache(&cacheOpts)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,

@@ -33,6 +33,9 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 	if version == nil || version.Digest == "" {
 		return 0, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "the Promotion has no version to apply")
 	}
+	if fleet, ok := run.applier.(*fleetEngine); ok {
+		return run.progressWaves(ctx, p, fleet)
+	}
 	obs := run.applier.Observe(run.obj, version.Digest)
 	if obs.Reason == stagecoachv1.ReasonConditionNotMet && p.Status.AppliedAt != nil {
 		// Completion rules not met yet (seed 000): the Stage says it waits on them.
@@ -187,8 +190,8 @@ func (run *promotionRun) applyServerSide(ctx context.Context, p *stagecoachv1.Pr
 
 // annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
 func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
-	if run.obj == nil {
-		return nil // the applier is gone or unreadable
+	if _, fleet := run.applier.(*fleetEngine); run.obj == nil || fleet {
+		return nil // the applier is gone or unreadable; a fleet's Applications say it per target
 	}
 	orig := run.obj.DeepCopy()
 	setPromotionAnnotations(run.obj, p, phase)

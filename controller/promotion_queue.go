@@ -18,6 +18,14 @@ import (
 func (run *promotionRun) queue(ctx context.Context) (running, next *stagecoachv1.Promotion, err error) {
 	q := plan.Queue(run.promotions)
 	for _, p := range q.Controls {
+		if p.Spec.Action == stagecoachv1.ActionAbort {
+			// Cancels the running Promotion (promotion_waves.go): nothing runs after it.
+			if err := run.abort(ctx, p, q.Running); err != nil {
+				return nil, nil, err
+			}
+			q.Running = nil
+			continue
+		}
 		if err := run.control(ctx, p); err != nil {
 			return nil, nil, err
 		}

@@ -71,6 +71,7 @@ type StageReconciler struct {
 	verdicts       *verify.Cache
 	registrySource *registry.Source
 	watcher        *applierWatcher
+	fleet          *fleetWatches
 	hookEvents     chan event.GenericEvent
 }
 
@@ -79,6 +80,9 @@ type StageReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Argo CD cluster Secrets name and label the clusters of fleet rollouts; the cache keeps only
+// those (label argocd.argoproj.io/secret-type=cluster, see clusterSecretCache).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=promotions,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch

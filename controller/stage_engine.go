@@ -34,9 +34,12 @@ func (r *StageReconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.
 		v.engine = app
 		v.checkEngine(stage)
 		return nil
+	case v.gvk.GroupKind() == applicationSetGVK.GroupKind():
+		// A fleet: its Applications are promoted wave by wave (stage_fleet.go).
+		return r.chooseFleet(ctx, stage, v)
 	case ref.Builtin():
 		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonApplierNotSupported, true
-		v.message = fmt.Sprintf("%s cannot be promoted yet: Stagecoach does not apply kind %s in this version (fleet waves over an ApplicationSet are not built); point spec.applyRef at an Application per cluster",
+		v.message = fmt.Sprintf("%s cannot be promoted: Stagecoach does not apply kind %s in this version; point spec.applyRef at another kind",
 			described, ref.Kind)
 		return nil
 	case len(ref.Set) == 0:

@@ -100,6 +100,9 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier),
 		namespaces: r.WatchNamespaces}
+	if err := r.setupFleet(ctx, mgr); err != nil {
+		return err
+	}
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
 	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
@@ -160,6 +163,17 @@ func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Objec
 		add(stages.Items[i].Name)
 	}
 	add(obj.GetLabels()[stagecoachv1.StageLabel])
+	// An Application of a fleet wakes the Stages rolling out its ApplicationSet.
+	for _, set := range applicationSetOwners(obj) {
+		stages.Items = nil
+		if err := r.List(ctx, &stages, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{applierIndexKey: applierKey(applicationSetGVK.Group, applicationSetGVK.Kind, set)}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "failed to list the Stages of an ApplicationSet", "applicationSet", set)
+		}
+		for i := range stages.Items {
+			add(stages.Items[i].Name)
+		}
+	}
 	return reqs
 }
 

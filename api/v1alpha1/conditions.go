@@ -45,6 +45,9 @@ const (
 	VersionAnnotation   = "stagecoach.dev/version"
 	PromotionAnnotation = "stagecoach.dev/promotion"
 	PhaseAnnotation     = "stagecoach.dev/phase"
+	// AppliedAtAnnotation is when Stagecoach wrote the version to one Application of a fleet
+	// rollout (RFC 3339): that target's own progress deadline counts from it.
+	AppliedAtAnnotation = "stagecoach.dev/applied-at"
 )
 
 // StageLabel is the label an applier must carry, set to the name of the Stage that applies through it.

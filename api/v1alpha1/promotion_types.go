@@ -5,7 +5,7 @@ import (
 )
 
 // PromotionAction is what a Promotion does to its Stage.
-// +kubebuilder:validation:Enum=Promote;Rollback;Freeze;Unfreeze
+// +kubebuilder:validation:Enum=Promote;Rollback;Freeze;Unfreeze;Abort
 type PromotionAction string
 
 const (
@@ -13,6 +13,9 @@ const (
 	ActionRollback PromotionAction = "Rollback"
 	ActionFreeze   PromotionAction = "Freeze"
 	ActionUnfreeze PromotionAction = "Unfreeze"
+	// ActionAbort cancels the Stage's running Promotion (phase Aborted, with this one's reason):
+	// a fleet rollout stops where it is, nothing more is written.
+	ActionAbort PromotionAction = "Abort"
 )
 
 // PromotionPhase is where a Promotion is in its life.
@@ -58,7 +61,7 @@ type PromotionSpec struct {
 	// +required
 	Stage string `json:"stage"`
 
-	// Action is Promote (default), Rollback, Freeze or Unfreeze.
+	// Action is Promote (default), Rollback, Freeze, Unfreeze or Abort.
 	// +kubebuilder:default=Promote
 	// +optional
 	Action PromotionAction `json:"action,omitempty"`

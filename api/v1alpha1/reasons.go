@@ -36,6 +36,13 @@ const (
 	ReasonNotMediated      = "NotMediated"
 	ReasonMediated         = "Mediated"
 	ReasonVerified         = "Verified"
+	// ReasonWavePlanRefused: the waves leave targets out (without allowPartial), are invalid, or
+	// an Application's cluster cannot be found.
+	ReasonWavePlanRefused = "WavePlanRefused"
+	// ReasonWaveFailed: a wave had more failures than maxFailures, or passed its progressDeadline.
+	ReasonWaveFailed = "WaveFailed"
+	// ReasonAborted: an Abort Promotion cancelled the running one.
+	ReasonAborted = "Aborted"
 )
 
 // Reasons of Frozen, Promoting and of automation holds.

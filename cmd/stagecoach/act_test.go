@@ -48,6 +48,7 @@ func TestVerbsRefuseBadArgumentsBeforeConnecting(t *testing.T) {
 		{name: "approve -o table", args: []string{"approve", "web", "-o", "table"}, wantErr: `unknown output format "table"`},
 		{name: "dora --since a week", args: []string{"dora", "--since", "a week"}, wantErr: `--since "a week" is neither a number of days`},
 		{name: "history without a stage", args: []string{"history"}, wantErr: "accepts 1 arg(s), received 0"},
+		{name: "abort without a stage", args: []string{"abort"}, wantErr: "accepts 1 arg(s), received 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := run(tc.args...)

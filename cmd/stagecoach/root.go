@@ -18,7 +18,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newControllerCommand(), newPlanCommand(), newCMPCommand(cosignVerifier), newPromoteCommand(), newApproveCommand(),
 		newRollbackCommand(), newFreezeCommand(), newUnfreezeCommand(), newDoraCommand(), newHistoryCommand(), newVersionCommand())
-	root.AddCommand(newRecordsCommand())
+	root.AddCommand(newRecordsCommand(), newAbortCommand())
 	return root
 }
 

@@ -30,7 +30,9 @@ type Explanation struct {
 	Held      string            `json:"held,omitempty"`
 	// Candidate is the next version and every gate that holds it, ordered by gate.
 	Candidate *stagecoachv1.CandidateVersion `json:"candidate,omitempty"`
-	now       time.Time
+	// Waves are a fleet rollout's waves and what each target waits on (explain_waves.go).
+	Waves []WaveExplanation `json:"waves,omitempty"`
+	now   time.Time
 }
 
 // PromotionSummary names a Promotion and says where it is.
@@ -67,6 +69,9 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 		e.Candidate = c.DeepCopy()
 		sort.SliceStable(e.Candidate.BlockedBy, func(i, j int) bool { return e.Candidate.BlockedBy[i].Gate < e.Candidate.BlockedBy[j].Gate })
 	}
+	if len(stage.Status.Waves) > 0 {
+		e.Waves = explainWaves(stage.Status.Waves)
+	}
 	return e
 }
 
@@ -94,6 +99,9 @@ func (e Explanation) Lines() []string {
 	}
 	if p := e.Waiting; p != nil {
 		add("waiting:   Promotion %s (%s): %s", p.Name, p.Action, orDash(p.Message))
+	}
+	for _, l := range wavesLines(e.Waves) {
+		add("%s", l)
 	}
 	if e.Frozen != "" {
 		add("frozen:    %s", e.Frozen)

@@ -72,6 +72,23 @@ func TestExplain(t *testing.T) {
 			"  candidate: none: every newer version is skipped",
 			"    skipped v1.2.0 (sha256:222222222222) (history PromotionFailed): failed before",
 		}},
+		{name: "fleet waves: what each target waits on", promotions: []stagecoachv1.Promotion{running},
+			stage: func(s *stagecoachv1.Stage) {
+				s.Status.Waves = []stagecoachv1.WaveStatus{
+					{Name: "canary", Digest: d2, Phase: stagecoachv1.WaveCompleted, Message: "1 of 1 targets done", Targets: []string{"eu1"}, Completed: []string{"eu1"}},
+					{Name: "regions", Digest: d2, Phase: stagecoachv1.WaveProgressing, Message: "0 of 3 targets done, 1 syncing",
+						Targets: []string{"us1", "ap1", "sa1"}, Syncing: []string{"us1"}},
+					{Name: "rest", Digest: d2, Phase: stagecoachv1.WavePending, Message: `waits for wave "regions"`, Targets: []string{"us2"}},
+				}
+			},
+			want: []string{
+				`  wave 1/3 "canary": Completed: 1 of 1 targets done`,
+				"    done: eu1\n",
+				`  wave 2/3 "regions": Progressing: 0 of 3 targets done, 1 syncing`,
+				"    syncing: us1 (waits on Argo CD to sync it, healthy, at the version)",
+				"    pending: ap1, sa1 (waits on a free slot (maxParallel) in its wave)",
+				`    pending: us2 (waits for wave "regions")`,
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +98,10 @@ func TestExplain(t *testing.T) {
 			}
 			out := strings.Join(Explain(s, tc.promotions, t0).Lines(), "\n")
 			for _, line := range tc.want {
-				NewWithT(t).Expect(out).To(ContainSubstring(line))
+				NewWithT(t).Expect(out + "\n").To(ContainSubstring(strings.ReplaceAll(line, "\\n", "\n")))
+			}
+			if len(s.Status.Waves) == 0 {
+				NewWithT(t).Expect(out).NotTo(ContainSubstring("wave "), "no wave lines for a Stage without waves")
 			}
 		})
 	}

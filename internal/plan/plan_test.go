@@ -106,6 +106,10 @@ func TestQueue(t *testing.T) {
 			promo("unfreeze", 4, "", stagecoachv1.ActionUnfreeze, false), promo("freeze", 3, "", stagecoachv1.ActionFreeze, false),
 			promo("done", 0, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionFreeze, false)},
 			wantRunning: "run", wantNext: "wait", wantControls: []string{"freeze", "unfreeze"}},
+		{name: "abort does not queue behind what it cancels", promotions: []stagecoachv1.Promotion{
+			promo("run", 1, stagecoachv1.PhaseRunning, promote, false), promo("abort", 2, "", stagecoachv1.ActionAbort, false),
+			promo("aborted-before", 0, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionAbort, false)},
+			wantRunning: "run", wantControls: []string{"abort"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

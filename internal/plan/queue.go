@@ -32,7 +32,7 @@ type Queued struct {
 	Waiting []*stagecoachv1.Promotion
 	// Superseded are waiting automatic Promotions that a newer automatic one replaces.
 	Superseded []*stagecoachv1.Promotion
-	// Controls are waiting Freeze and Unfreeze Promotions: they apply no version, so they act at
+	// Controls are waiting Freeze, Unfreeze and Abort Promotions: they apply no version, so they act at
 	// once, whatever runs or waits (an Unfreeze must not wait behind what the freeze holds).
 	Controls []*stagecoachv1.Promotion
 }
@@ -48,7 +48,7 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 		p := &promotions[i]
 		switch {
 		case p.DeletionTimestamp != nil || IsFinished(p):
-		case p.Spec.Action == stagecoachv1.ActionFreeze || p.Spec.Action == stagecoachv1.ActionUnfreeze:
+		case p.Spec.Action == stagecoachv1.ActionFreeze || p.Spec.Action == stagecoachv1.ActionUnfreeze || p.Spec.Action == stagecoachv1.ActionAbort:
 			q.Controls = append(q.Controls, p)
 		case p.Status.Phase == stagecoachv1.PhaseRunning:
 			if q.Running == nil || before(p, q.Running) {

@@ -152,9 +152,9 @@ func TestGenericApplierNotReady(t *testing.T) {
 			reason: stagecoachv1.ReasonApplierSetInvalid, message: "the API server refuses it"},
 		{name: "a template that does not render", mutate: widgetStage("w", []stagecoachv1.FieldSetting{{Path: "/spec/image", Value: "{{ .Tag }}"}}),
 			reason: stagecoachv1.ReasonApplierSetInvalid, message: "does not render"},
-		{name: "an ApplicationSet (waves not built)", mutate: func(s *stagecoachv1.Stage) {
+		{name: "an ApplicationSet without waves", mutate: func(s *stagecoachv1.Stage) {
 			s.Spec.ApplyRef = stagecoachv1.ApplierReference{Kind: "ApplicationSet", Name: "w"}
-		}, reason: stagecoachv1.ReasonApplierNotSupported, message: "does not apply kind ApplicationSet"},
+		}, reason: stagecoachv1.ReasonApplierNotSupported, message: "is promoted in waves only: add spec.waves"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)

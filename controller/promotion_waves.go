@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/waves"
+)
+
+// progressWaves moves a fleet rollout one step: it observes every target, lets the scheduler
+// (waves.Schedule) decide, writes status.waves, promotes the targets the decision starts, and
+// finishes the Promotion when every wave completed (verified) or the rollout halted (failed, and
+// rolled back by finishFailed when rollback is automatic).
+func (run *promotionRun) progressWaves(ctx context.Context, p *stagecoachv1.Promotion, fleet *fleetEngine) (time.Duration, error) {
+	stage, version := run.stage, p.Status.Version
+	in, recheck := run.wavesInput(p, fleet)
+	rollback := p.Spec.Action == stagecoachv1.ActionRollback
+	d := waves.Schedule(in)
+	stage.Status.Waves = d.Waves
+
+	switch {
+	case stage.Spec.Suspend:
+		// Nothing is written and nothing fails while suspended; the waves still say where they are.
+		msg := fmt.Sprintf("Stage %s is suspended: the rollout of %s stopped, nothing is written; set spec.suspend to false to go on (%s)",
+			stage.Name, versionString(version), d.Message)
+		run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, stagecoachv1.ReasonSuspended, msg)
+		p.Status.Message = msg
+		return 0, run.status.save(ctx, p)
+	case d.Refused:
+		p.Status.Message = "waiting: " + d.Message
+		return 0, run.status.save(ctx, p)
+	case d.Halted:
+		return 0, run.finishFailed(ctx, p, stagecoachv1.ReasonWaveFailed, d.Message)
+	case d.Complete:
+		now := metav1.NewTime(run.now)
+		if p.Status.AppliedAt == nil {
+			p.Status.AppliedAt = &now // every target already ran the version
+		}
+		if p.Status.LandedAt == nil {
+			p.Status.LandedAt = &now
+			run.announceLanded(p, d.Message)
+		}
+		return 0, run.verify(ctx, p, d.Message)
+	}
+
+	start := d.Start
+	if rollback {
+		// A rollback returns every target already moved at once: waiting wave by wave would
+		// leave the failed version running longer.
+		start = waves.PendingTargets(in.Targets)
+	}
+	if err := run.promoteTargets(ctx, p, fleet, start); err != nil {
+		return 0, err
+	}
+	if len(start) > 0 && p.Status.AppliedAt == nil {
+		now := metav1.NewTime(run.now)
+		p.Status.AppliedAt = &now
+		run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventPromoted, fmt.Sprintf("Promoted %s to %s, wave by wave", stage.Name, versionString(version)),
+			fmt.Sprintf("Stagecoach promoted %s to %s", stage.Name, versionString(version)))
+	}
+	if len(start) > 0 {
+		stage.Status.LastAppliedDigest = version.Digest
+		// The started targets are syncing now: say so, rather than until the next reconcile.
+		in.Targets = markSyncing(in.Targets, start)
+		stage.Status.Waves = waves.Schedule(in).Waves
+	}
+	p.Status.Message = d.Message
+	run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting,
+		fmt.Sprintf("Promotion %s is rolling out %s: %s", p.Name, versionString(version), d.Message))
+	return untilEarliest(run.now, d.NextCheck, recheck), run.status.save(ctx, p)
+}
+
+// wavesInput observes each target for the Promotion's digest. It also returns the earliest time
+// a target's phase changes by time alone (a grace or a deadline ends).
+func (run *promotionRun) wavesInput(p *stagecoachv1.Promotion, fleet *fleetEngine) (waves.Input, time.Time) {
+	stage, digest := run.stage, p.Status.Version.Digest
+	grace, deadline := stage.GetGrace(), stage.GetProgressDeadline()
+	targets := slices.Clone(fleet.targets)
+	var recheck time.Time
+	for i := range targets {
+		app := fleet.app(targets[i].Name)
+		if app == nil {
+			continue
+		}
+		o := waves.ObserveTarget(app, digest, run.now, grace, deadline)
+		targets[i].Phase = o.Phase
+		if !o.Recheck.IsZero() && (recheck.IsZero() || o.Recheck.Before(recheck)) {
+			recheck = o.Recheck
+		}
+	}
+	ws := stage.Spec.Waves
+	if p.Spec.Action == stagecoachv1.ActionRollback {
+		ws = waves.WithoutSoak(ws) // a rollback does not soak on its way back
+	}
+	return waves.Input{Stage: stage.Name, Digest: digest, Targets: targets, Waves: ws, AllowPartial: stage.Spec.AllowPartial,
+		Previous: stage.Status.Waves, Now: run.now}, recheck
+}
+
+// promoteTargets writes the version to each named Application the way the single-Application
+// applier does (targetRevision or the plugin env, and a refresh), and stamps when, for that
+// target's own progress deadline.
+func (run *promotionRun) promoteTargets(ctx context.Context, p *stagecoachv1.Promotion, fleet *fleetEngine, names []string) error {
+	v := applier.Version{Digest: p.Status.Version.Digest, Tag: p.Status.Version.Tag}
+	for _, name := range names {
+		app := fleet.app(name)
+		if app == nil {
+			continue
+		}
+		orig := app.DeepCopy()
+		if err := (applier.ArgoCDApplication{}).SetRevision(app, v, run.now); err != nil {
+			return err
+		}
+		setPromotionAnnotations(app, p, stagecoachv1.PhaseRunning)
+		a := app.GetAnnotations()
+		a[stagecoachv1.AppliedAtAnnotation] = run.now.UTC().Format(time.RFC3339)
+		app.SetAnnotations(a)
+		if err := run.r.Patch(ctx, app, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("failed to promote Application %q of Stage %q to %s: %w", name, run.stage.Name, v.Digest, err)
+		}
+	}
+	return nil
+}
+
+func markSyncing(ts []waves.Target, names []string) []waves.Target {
+	out := slices.Clone(ts)
+	for i := range out {
+		if slices.Contains(names, out[i].Name) {
+			out[i].Phase = waves.Syncing
+		}
+	}
+	return out
+}
+
+// untilEarliest is how long from now until the earliest of the given times (0 when none is set;
+// at least a second once one has passed, so that the look happens).
+func untilEarliest(now time.Time, ts ...time.Time) time.Duration {
+	var first time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	return max(first.Sub(now), time.Second)
+}
+
+// abort carries out an Abort Promotion: the running Promotion ends Aborted with the reason, a
+// fleet rollout stops where it is (nothing more is written, nothing is rolled back), and
+// automation holds until a person promotes.
+func (run *promotionRun) abort(ctx context.Context, a, running *stagecoachv1.Promotion) error {
+	stage := run.stage
+	if running == nil {
+		return run.status.finish(ctx, a, stagecoachv1.PhaseFailed, fmt.Sprintf("nothing to abort: no Promotion of Stage %s is running", stage.Name))
+	}
+	reason := a.Spec.Reason
+	if reason == "" {
+		reason = "no reason given"
+	}
+	msg := fmt.Sprintf("aborted by Promotion %s: %s", a.Name, reason)
+	if a.Spec.RequestedBy != "" {
+		msg = fmt.Sprintf("aborted by %s with Promotion %s: %s", a.Spec.RequestedBy, a.Name, reason)
+	}
+	digest := ""
+	if running.Status.Version != nil {
+		digest = running.Status.Version.Digest
+	}
+	stage.Status.Waves = waves.Abort(stage.Status.Waves, digest, msg, run.now)
+	if running.Status.Version != nil {
+		plan.AddHistory(&stage.Status, run.historyEntry(running, stagecoachv1.PhaseAborted))
+	}
+	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonAborted, Promotion: running.Name, Since: metav1.NewTime(run.now),
+		Message: fmt.Sprintf("automatic promotion is held since %s was aborted: promote a version by hand to resume", running.Name)}
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	run.event(running, corev1.EventTypeWarning, stagecoachv1.ReasonAborted, "Promotion %s %s", running.Name, msg)
+	if err := run.status.finish(ctx, running, stagecoachv1.PhaseAborted, msg); err != nil {
+		return err
+	}
+	return run.status.finish(ctx, a, stagecoachv1.PhaseSucceeded, fmt.Sprintf("Promotion %s aborted", running.Name))
+}

@@ -1,0 +1,68 @@
+package waves
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// app is an OCI Application told to run rev, with Argo CD's status after a sync ending in
+// opPhase at finished and an assessment of health at reconciled ("" leaves that part out).
+func app(rev, opPhase, health string, finished, reconciled time.Time, appliedAt string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"source": map[string]any{"repoURL": "oci://r.example/x", "targetRevision": rev}},
+	}}
+	if appliedAt != "" {
+		u.SetAnnotations(map[string]string{v1alpha1.AppliedAtAnnotation: appliedAt})
+	}
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	if opPhase != "" {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{
+			"phase": opPhase, "finishedAt": stamp(finished), "operation": map[string]any{"sync": map[string]any{"revision": rev}},
+			"syncResult": map[string]any{"revision": rev},
+		}, "status", "operationState")
+	}
+	if health != "" {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": health}, "status", "health")
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": "Synced", "revision": rev}, "status", "sync")
+		_ = unstructured.SetNestedField(u.Object, stamp(reconciled), "status", "reconciledAt")
+	}
+	return u
+}
+
+func TestObserveTarget(t *testing.T) {
+	now := t0.Add(time.Minute)
+	cases := []struct {
+		name        string
+		app         *unstructured.Unstructured
+		grace       time.Duration
+		deadline    time.Duration
+		want        Phase
+		wantRecheck time.Time
+	}{
+		{name: "another digest is pending", app: app(d1, "Succeeded", "Healthy", t0, t0, ""), want: Pending},
+		{name: "written, not synced yet", app: app(d2, "", "", t0, t0, ""), want: Syncing},
+		{name: "sync of the digest failed", app: app(d2, "Failed", "", t0, t0, ""), want: Failed},
+		{name: "degraded after the sync", app: app(d2, "Succeeded", "Degraded", t0, t0, ""), want: Failed},
+		{name: "landed, no grace", app: app(d2, "Succeeded", "Healthy", t0, t0, ""), want: Done},
+		{name: "landed, grace over", app: app(d2, "Succeeded", "Healthy", t0, t0, ""), grace: 30 * time.Second, want: Done},
+		{name: "landed within grace waits", app: app(d2, "Succeeded", "Healthy", now, now, ""), grace: 30 * time.Second,
+			want: Syncing, wantRecheck: now.Add(31 * time.Second)},
+		{name: "stale health is not landed", app: app(d2, "Succeeded", "Healthy", now, t0, ""), want: Syncing},
+		{name: "past its own deadline fails", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 30 * time.Second, want: Failed},
+		{name: "within its own deadline syncs", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 2 * time.Minute,
+			want: Syncing, wantRecheck: t0.Add(2*time.Minute + time.Second)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := ObserveTarget(tc.app, d2, now, tc.grace, tc.deadline)
+			g.Expect(got.Phase).To(Equal(tc.want), got.Message)
+			g.Expect(got.Recheck).To(Equal(tc.wantRecheck))
+		})
+	}
+}
