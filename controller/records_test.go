@@ -12,7 +12,10 @@ import (
 )
 
 func TestPromotionSteps(t *testing.T) {
-	at := func(min int) *metav1.Time { t := metav1.NewTime(stepNow.Add(time.Duration(min) * time.Minute)); return &t }
+	at := func(min int) *metav1.Time {
+		t := metav1.NewTime(stepNow.Add(time.Duration(min) * time.Minute))
+		return &t
+	}
 	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "payments"},
 		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: "prod"}}
 	v1 := &stagecoachv1.VersionReference{Digest: digestV1, Tag: "v1"}
@@ -53,7 +56,7 @@ func TestPromotionSteps(t *testing.T) {
 		{name: "a promote that never landed within the deadline", p: failed,
 			want: []want{{records.ActionPromote, records.VerdictSucceeded, digestV2}, {records.ActionVerify, records.VerdictDeadlineExceeded, digestV2}}},
 		{name: "a promote that landed and failed",
-			p: promote(stagecoachv1.PromotionStatus{Phase: stagecoachv1.PhaseRolledBack, Version: v2, AppliedAt: at(0), LandedAt: at(1), FinishedAt: at(2)}),
+			p:    promote(stagecoachv1.PromotionStatus{Phase: stagecoachv1.PhaseRolledBack, Version: v2, AppliedAt: at(0), LandedAt: at(1), FinishedAt: at(2)}),
 			want: []want{{records.ActionPromote, records.VerdictSucceeded, digestV2}, {records.ActionVerify, records.VerdictFailed, digestV2}}},
 		{name: "a break-glass promote carries its actor and reason",
 			p: &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Name: "bg"},
@@ -110,7 +113,10 @@ func TestPromotionSteps(t *testing.T) {
 }
 
 func TestOwedSteps(t *testing.T) {
-	at := func(min int) *metav1.Time { t := metav1.NewTime(stepNow.Add(time.Duration(min) * time.Minute)); return &t }
+	at := func(min int) *metav1.Time {
+		t := metav1.NewTime(stepNow.Add(time.Duration(min) * time.Minute))
+		return &t
+	}
 	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "payments"},
 		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: "prod"}}
 	v2 := &stagecoachv1.VersionReference{Digest: digestV2}
