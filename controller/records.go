@@ -486,8 +486,21 @@ func (r *StageReconciler) followerStatus(stage *stagecoachv1.Stage) {
 		return
 	}
 	st := r.Follower.State(stage)
-	if st.Seen != nil {
+	// After a failed read the view still holds what was read before: a mark a person cleared is
+	// not put back until a read succeeds.
+	if st.Seen != nil && st.Reason == "" {
 		stage.Status.UpstreamSeen = &stagecoachv1.UpstreamSeen{Seq: st.Seen.Seq, Digest: st.Seen.Digest}
+	}
+	if c := stage.Status.Candidate; c != nil && st.Reason == "" {
+		// A read succeeded since automation last looked (a Promotion may hold it back): the
+		// source's old complaint no longer holds.
+		kept := c.BlockedBy[:0]
+		for _, b := range c.BlockedBy {
+			if b.Gate != stagecoachv1.GateSource || (b.Reason != stagecoachv1.ReasonUpstreamUnreadable && b.Reason != stagecoachv1.ReasonUpstreamUntrusted) {
+				kept = append(kept, b)
+			}
+		}
+		c.BlockedBy = kept
 	}
 	ready := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
 	switch {
