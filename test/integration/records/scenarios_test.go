@@ -288,3 +288,28 @@ func TestBreakGlassPromoteIsRecorded(t *testing.T) {
 	g.Expect(bg.Actor).To(Equal("bob"))
 	g.Expect(bg.BreakGlass).To(Equal(&records.BreakGlass{Reason: "INC-42: payments down"}))
 }
+
+// A freeze record that names a version (one found failing after release) keeps followers from
+// it, even though staging verified it before.
+func TestFreezeRecordNamingAVersionExcludesIt(t *testing.T) {
+	g := NewWithT(t)
+	v1, v2 := pushVersion(t, "z1"), pushVersion(t, "z2")
+	nsA, nsB, _ := pipeline(t)
+	startA(t, nil)
+	verifyInStaging(t, nsA, "staging-v1", v1, "z1")
+	verifyInStaging(t, nsA, "staging-v2", v2, "z2")
+	g.Expect(envA.Client.Create(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "freeze-v2"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "staging", Action: stagecoachv1.ActionFreeze, RequestedBy: "alice",
+			Version: &stagecoachv1.VersionReference{Digest: v2, Tag: "z2"}, Reason: "z2 fails its checks after release"}})).To(Succeed())
+	eventuallyRecorded(t, nsA, "freeze-v2", stagecoachv1.PhaseSucceeded, records.ActionFreeze)
+
+	// prod starts following only now: it takes v1, the newest version nothing excludes.
+	startB(t)
+	followed(t, nsB, v1, 5)
+	promote(t, envB, nsB, "prod-v2", "prod", v2, "z2", func(p *stagecoachv1.Promotion) { p.Spec.RequestedBy = "bob" })
+	g.Eventually(func(g Gomega) {
+		p := getPromotion(g, t, envB, nsB, "prod-v2")
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseFailed))
+		g.Expect(p.Status.Message).To(ContainSubstring("is never taken: a freeze upstream names it as failed (record 5) (upstreamSeq=5"))
+	}, timeout, interval).Should(Succeed())
+}
