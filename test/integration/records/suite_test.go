@@ -24,7 +24,6 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -299,7 +298,7 @@ func eventuallyRecorded(t *testing.T, ns, name string, phase stagecoachv1.Promot
 	return p
 }
 
-// readyCondition waits for prod's Ready condition to match.
+// eventuallyReady waits for prod's Ready condition to match.
 func eventuallyReady(t *testing.T, ns string, status metav1.ConditionStatus, reason, msg string) *stagecoachv1.Stage {
 	t.Helper()
 	var s *stagecoachv1.Stage
@@ -334,11 +333,4 @@ func promotionsOf(g Gomega, t *testing.T, env *testenv.Env, ns string) []stageco
 	var list stagecoachv1.PromotionList
 	g.Expect(env.Client.List(t.Context(), &list, client.InNamespace(ns))).To(Succeed())
 	return list.Items
-}
-
-func ignoreExists(err error) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }
