@@ -116,6 +116,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		}
 		stages.FluxEvents = recorder
 	}
+	if err := setUpRecords(ctx, mgr.GetAPIReader(), opts, stages); err != nil {
+		return nil, err
+	}
 	if err := stages.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}

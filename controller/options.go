@@ -56,6 +56,20 @@ type Options struct {
 	// RegistryTimeout bounds one registry request (listing tags, resolving, reading signatures).
 	RegistryTimeout time.Duration
 
+	// RecordsRepository is the OCI repository the recorder writes the Stages' record streams to;
+	// empty turns records off. RecordsKeySecret (namespace/name) holds the recorder key
+	// (cosign.key and cosign.password, as `cosign generate-key-pair` writes them).
+	RecordsRepository string
+	RecordsKeySecret  string
+	// RecordsCluster is the cluster part of this cluster's stream ids; the first 12 hex digits
+	// of kube-system's UID when empty.
+	RecordsCluster string
+	// UpstreamTrust is a file of the upstream recorders' public keys bound to their streams;
+	// without it Stages with an upstreamRecords source are not Ready (UpstreamUntrusted).
+	UpstreamTrust string
+	// UpstreamRecordsInterval is how often automation reads an upstream stream at most.
+	UpstreamRecordsInterval time.Duration
+
 	// Not flags: hooks for tests that run several managers in one process, or count what the
 	// controller writes.
 	NewClient          client.NewClientFunc
@@ -66,18 +80,19 @@ type Options struct {
 // DefaultOptions returns the options a controller starts with when no flag is given.
 func DefaultOptions() Options {
 	return Options{
-		LogLevel:               "info",
-		LogEncoding:            "json",
-		MetricsBindAddress:     ":8080",
-		HealthProbeBindAddress: ":8081",
-		HooksBindAddress:       ":8082",
-		LeaderElectionID:       "stagecoach-controller.stagecoach.dev",
-		ApplierRetryInterval:   30 * time.Second,
-		CheckPluginDir:         "/var/run/stagecoach/plugins",
-		ClusterFreezeNamespace: "stagecoach-system",
-		Concurrency:            4,
-		ReconcileTimeout:       2 * time.Minute,
-		RegistryTimeout:        30 * time.Second,
+		LogLevel:                "info",
+		LogEncoding:             "json",
+		MetricsBindAddress:      ":8080",
+		HealthProbeBindAddress:  ":8081",
+		HooksBindAddress:        ":8082",
+		LeaderElectionID:        "stagecoach-controller.stagecoach.dev",
+		ApplierRetryInterval:    30 * time.Second,
+		CheckPluginDir:          "/var/run/stagecoach/plugins",
+		ClusterFreezeNamespace:  "stagecoach-system",
+		Concurrency:             4,
+		ReconcileTimeout:        2 * time.Minute,
+		RegistryTimeout:         30 * time.Second,
+		UpstreamRecordsInterval: 30 * time.Second,
 	}
 }
 
@@ -127,6 +142,16 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Directory of the check plugin binaries that Stages name; each runs only if its SHA-256 matches the Stage's.")
 	fs.BoolVar(&o.AllowInternalCheckTargets, "allow-internal-check-targets", o.AllowInternalCheckTargets,
 		"Let HTTP checks call loopback, link-local and unspecified addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain); refused by default, so that a Stage cannot probe what only the controller reaches.")
+	fs.StringVar(&o.RecordsRepository, "records-repository", o.RecordsRepository,
+		"OCI repository the signed record of every Stage step is pushed to (for example registry.example/delivery/streams); empty turns records off.")
+	fs.StringVar(&o.RecordsKeySecret, "records-key-secret", o.RecordsKeySecret,
+		"Secret (namespace/name) with the recorder key: cosign.key and cosign.password from `cosign generate-key-pair`; required with --records-repository.")
+	fs.StringVar(&o.RecordsCluster, "records-cluster", o.RecordsCluster,
+		"Cluster part of this cluster's record stream ids (a lowercase DNS label); the first 12 hex digits of kube-system's UID when empty.")
+	fs.StringVar(&o.UpstreamTrust, "upstream-trust", o.UpstreamTrust,
+		"File of the upstream recorders' public keys, each bound to the streams it signs ({keys: [{name, publicKey, streams}]}); without it Stages following upstreamRecords are not Ready.")
+	fs.DurationVar(&o.UpstreamRecordsInterval, "upstream-records-interval", o.UpstreamRecordsInterval,
+		"How often automation reads an upstream record stream at most; a promote about to start always reads it afresh.")
 }
 
 // Validate reports the first bad option, naming the flag and what it accepts.
@@ -188,6 +213,17 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaderElect && o.LeaderElectionID == "" {
 		return fmt.Errorf("invalid --leader-election-id: must not be empty with --leader-elect")
+	}
+	if o.RecordsRepository != "" {
+		if _, err := parseSecretRef(o.RecordsKeySecret); err != nil {
+			return fmt.Errorf("invalid --records-key-secret %q: %w; --records-repository needs the recorder key", o.RecordsKeySecret, err)
+		}
+	}
+	if o.RecordsCluster != "" && len(validation.IsDNS1123Label(o.RecordsCluster)) > 0 {
+		return fmt.Errorf("invalid --records-cluster %q: must be a lowercase DNS label", o.RecordsCluster)
+	}
+	if o.UpstreamRecordsInterval <= 0 {
+		return fmt.Errorf("invalid --upstream-records-interval %s: must be positive", o.UpstreamRecordsInterval)
 	}
 	if o.ApplierRetryInterval <= 0 {
 		return fmt.Errorf("invalid --applier-retry-interval %s: must be positive", o.ApplierRetryInterval)

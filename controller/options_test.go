@@ -32,6 +32,11 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "API without a token", args: []string{"--api-bind-address=:8083"}, wantErr: `--api-bind-address ":8083" needs --api-proxy-token-file`},
 		{name: "API address without port", args: []string{"--api-bind-address=localhost", "--api-proxy-token-file=/t"}, wantErr: `invalid --api-bind-address "localhost"`},
 		{name: "API TLS certificate without key", args: []string{"--api-tls-cert-file=/tls/tls.crt"}, wantErr: "invalid --api-tls-cert-file"},
+		{name: "records with a key", args: []string{"--records-repository=registry.example/delivery/streams", "--records-key-secret=stagecoach-system/recorder-key", "--records-cluster=prod-eu"}},
+		{name: "records without a key", args: []string{"--records-repository=registry.example/delivery/streams"}, wantErr: `invalid --records-key-secret ""`},
+		{name: "records cluster not a label", args: []string{"--records-cluster=Prod_EU"}, wantErr: `invalid --records-cluster "Prod_EU"`},
+		{name: "follower with trust", args: []string{"--upstream-trust=/etc/stagecoach/trust.yaml", "--upstream-records-interval=10s"}},
+		{name: "non-positive records interval", args: []string{"--upstream-records-interval=0s"}, wantErr: "invalid --upstream-records-interval 0s"},
 		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},
 	}
 	for _, tc := range cases {

@@ -32,6 +32,18 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 		if err != nil {
 			return false, err
 		}
+		// A follower of upstream records reads them afresh before it promotes (records.go).
+		published, passed, refused, err := run.publishedGate(ctx, p.Spec.Version.Digest)
+		switch {
+		case err != nil:
+			return false, err
+		case refused != "":
+			return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "not applied: "+refused)
+		case published != nil:
+			blocks = append(blocks, *published)
+		case passed != nil:
+			results = append(results, *passed)
+		}
 		if len(blocks) > 0 {
 			run.gateEnds = plan.BlocksEnd(blocks, run.now)
 			return false, run.status.markWaiting(ctx, p, plan.WaitingForGates(blocks))

@@ -22,6 +22,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/source"
+	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/source/upstream"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
@@ -66,6 +67,11 @@ type StageReconciler struct {
 	// Observer, when set, is told of Promotions that land or finish (metrics).
 	Observer PromotionObserver
 
+	// Recorder, when set, writes each Stage's signed record stream (records.go).
+	Recorder *Recorder
+	// Follower reads upstreamRecords sources; nil until set up (records are then untrusted).
+	Follower *recordsource.Source
+
 	checks         *checkRuns
 	schemas        schemaChecks
 	verdicts       *verify.Cache
@@ -98,6 +104,9 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if apierrors.IsNotFound(err) {
 			r.checks.retain(req.NamespacedName, nil) // a deleted Stage's checks stop
 			r.schemas.forget(req.NamespacedName)
+			if r.Follower != nil {
+				r.Follower.Forget(req.NamespacedName)
+			}
 			return ctrl.Result{}, r.orphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
@@ -147,12 +156,16 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if expiresIn > 0 && (result.RequeueAfter == 0 || expiresIn < result.RequeueAfter) {
 			result.RequeueAfter = expiresIn
 		}
+		result.RequeueAfter = soonest(result.RequeueAfter, r.recordSteps(ctx, stage, writer.commit))
 		return result, err
 	}
 
 	// Promotions: supersede, start, apply, observe, finish; then automation.
 	run := r.newPromotionRun(stage, verdict.obj, verdict.engine, writer.commit)
 	requeue, err := run.reconcilePromotions(ctx)
+	// Records follow what the Promotions did; writing them never holds the Promotions back.
+	requeue = soonest(requeue, r.recordSteps(ctx, stage, writer.commit))
+	r.followerStatus(stage)
 	return ctrl.Result{RequeueAfter: requeue}, err
 }
 
@@ -163,6 +176,8 @@ func (r *StageReconciler) sourceFor(stage *stagecoachv1.Stage) source.Source {
 		return r.registrySource
 	case stage.Spec.Source.Upstream != nil:
 		return upstream.Source{Reader: r.Client}
+	case stage.Spec.Source.UpstreamRecords != nil && r.Follower != nil:
+		return r.Follower
 	}
 	return nil
 }

@@ -141,6 +141,11 @@ type PromotionStatus struct {
 	// +optional
 	Record *RecordReference `json:"record,omitempty"`
 
+	// Recording is the record of this operation being written to the Stage's stream, until the
+	// registry has it.
+	// +optional
+	Recording *PendingRecord `json:"recording,omitempty"`
+
 	// Message says what happened last, for people.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -367,6 +367,13 @@ type UpstreamRecordsSource struct {
 	// SecretRef names a docker-config Secret with the credentials for the registry.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// ApplyRepository is the OCI repository this Stage applies from (the upstream's repository
+	// or a mirror that keeps digests); a version offered by the records must exist there.
+	// When empty it is read from the applier (an Argo CD OCI source's repoURL, a Flux
+	// OCIRepository's url).
+	// +optional
+	ApplyRepository string `json:"applyRepository,omitempty"`
 }
 
 // PromotionPolicy holds the gates before apply.
@@ -744,8 +751,19 @@ type HistoryEntry struct {
 
 // StreamStatus is a Stage's own record stream.
 type StreamStatus struct {
-	ID  string `json:"id"`
-	Seq int64  `json:"seq"`
+	// ID is the stream id, <cluster>/<namespace>/<name>: what a follower's
+	// spec.source.upstreamRecords.stream names. Empty while records are off.
+	// +optional
+	ID string `json:"id"`
+	// Seq is the newest record written (0 before the first).
+	// +optional
+	Seq int64 `json:"seq"`
+	// Digest is the digest of record Seq: the next record's prev.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Message says when records are off or delayed (the registry cannot be written).
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // UpstreamSeen is the newest upstream record a follower has read.
@@ -758,6 +776,25 @@ type UpstreamSeen struct {
 type RecordReference struct {
 	Ref string `json:"ref"`
 	Seq int64  `json:"seq"`
+	// Action is the record's action (Promote, Verify, Rollback, Freeze, Unfreeze).
+	// +optional
+	Action string `json:"action,omitempty"`
+	// Digest is the record's digest.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// PendingRecord is a record being written. Its seq is reserved, and its exact bytes kept, before
+// the push: after a restart the same record is written again (and found already there), so a
+// crash between the push and the status write neither duplicates nor skips a seq.
+type PendingRecord struct {
+	Seq    int64  `json:"seq"`
+	Action string `json:"action"`
+	// Record is the canonical JSON of the record.
+	Record string `json:"record"`
+	// Message says why it is not written yet (the registry cannot be reached).
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // +kubebuilder:object:root=true

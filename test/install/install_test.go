@@ -324,6 +324,7 @@ func TestChartCopies(t *testing.T) {
 		{"manifests/rbac/role.yaml", "charts/stagecoach/files/clusterrole.yaml"},
 		{"manifests/policies/application-guard.yaml", "charts/stagecoach/files/policies/application-guard.yaml"},
 		{"manifests/policies/approval-guard.yaml", "charts/stagecoach/files/policies/approval-guard.yaml"},
+		{"manifests/policies/stage-status-guard.yaml", "charts/stagecoach/files/policies/stage-status-guard.yaml"},
 	}
 	for _, c := range crds {
 		pairs = append(pairs, [2]string{"manifests/crds/" + filepath.Base(c), "charts/stagecoach/crds/" + filepath.Base(c)})

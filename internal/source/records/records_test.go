@@ -1,0 +1,166 @@
+package records
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"io"
+	"log"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	. "github.com/onsi/gomega"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
+	"github.com/stagecoach-dev/stagecoach/internal/records"
+	"github.com/stagecoach-dev/stagecoach/internal/records/trust"
+)
+
+const stream = "0123456789ab/staging/payments"
+
+// fixture is a registry on 127.0.0.1 with an apply repository holding two versions and a stream
+// where the first was verified and the second failed.
+type fixture struct {
+	host          string
+	verified, bad string
+	missing       string
+	tc            *trust.Config
+}
+
+func newFixture(t *testing.T) fixture {
+	g := NewWithT(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	f := fixture{host: strings.TrimPrefix(srv.URL, "http://"), missing: "sha256:" + strings.Repeat("9", 64)}
+	push := func(tag string) string {
+		img, err := random.Image(64, 1)
+		g.Expect(err).NotTo(HaveOccurred())
+		ref, err := name.NewTag(f.host + "/deploy/payments:" + tag)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(remote.Write(ref, img)).To(Succeed())
+		d, _ := img.Digest()
+		return d.String()
+	}
+	f.verified, f.bad = push("v1"), push("v2")
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	g.Expect(err).NotTo(HaveOccurred())
+	sv, err := signature.LoadECDSASignerVerifier(priv, crypto.SHA256)
+	g.Expect(err).NotTo(HaveOccurred())
+	signer, err := records.NewSigner(sv)
+	g.Expect(err).NotTo(HaveOccurred())
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+	g.Expect(err).NotTo(HaveOccurred())
+	f.tc, err = trust.Parse([]byte("keys:\n- name: staging\n  streams: [\"0123456789ab/staging/*\"]\n  publicKey: |\n    " +
+		strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	store, err := records.NewStore(f.host+"/delivery/streams", ociclient.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	w := records.NewWriter(store, signer)
+	prev := ""
+	steps := []struct {
+		action  records.Action
+		verdict records.Verdict
+		digest  string
+	}{
+		{records.ActionPromote, records.VerdictSucceeded, f.verified}, {records.ActionVerify, records.VerdictVerified, f.verified},
+		{records.ActionPromote, records.VerdictSucceeded, f.bad}, {records.ActionVerify, records.VerdictFailed, f.bad},
+		{records.ActionPromote, records.VerdictSucceeded, f.missing}, {records.ActionVerify, records.VerdictVerified, f.missing},
+	}
+	for i, s := range steps {
+		r := &records.Record{APIVersion: records.APIVersion, Stream: stream, Seq: int64(i + 1), Prev: prev, Action: s.action, Verdict: s.verdict,
+			Stage: records.StageRef{Namespace: "staging", Name: "payments"}, Service: "payments", Environment: "staging",
+			Version: &records.Version{Digest: s.digest}, Times: records.Times{Recorded: records.NewTime(time.Now())}}
+		written, err := w.Write(t.Context(), r)
+		g.Expect(err).NotTo(HaveOccurred())
+		prev = written.Digest
+	}
+	return f
+}
+
+func (f fixture) stage(applyRepository string) *stagecoachv1.Stage {
+	return &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "payments"},
+		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{
+			Repository: f.host + "/delivery/streams", Stream: stream, ApplyRepository: applyRepository}}}}
+}
+
+func TestOffer(t *testing.T) {
+	f := newFixture(t)
+	now := time.Now()
+	cases := []struct {
+		name       string
+		trust      *trust.Config
+		repository string
+		wantDigest string
+		wantReason string
+		wantMsg    string
+	}{
+		{name: "no trust config", repository: f.host + "/deploy/payments",
+			wantReason: stagecoachv1.ReasonUpstreamUntrusted, wantMsg: "--upstream-trust"},
+		{name: "the newest verified version is missing from the apply repository", trust: f.tc, repository: f.host + "/deploy/payments",
+			wantReason: stagecoachv1.ReasonNotPublished, wantMsg: "does not exist in this Stage's apply repository"},
+		{name: "apply repository unknown", trust: f.tc,
+			wantReason: stagecoachv1.ReasonNotPublished, wantMsg: "set spec.source.upstreamRecords.applyRepository"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := &Source{Trust: tc.trust}
+			offer, err := s.Offer(t.Context(), f.stage(tc.repository), now)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tc.wantReason == "" {
+				g.Expect(offer.Block).To(BeNil())
+				g.Expect(offer.Newest().Digest).To(Equal(tc.wantDigest))
+				return
+			}
+			g.Expect(offer.Block).NotTo(BeNil())
+			g.Expect(offer.Block.Reason).To(Equal(tc.wantReason))
+			g.Expect(offer.Block.Message).To(ContainSubstring(tc.wantMsg))
+		})
+	}
+}
+
+func TestPublished(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name         string
+		digest       string
+		wantExcluded bool
+		wantBlock    string
+		wantEvidence string
+	}{
+		{name: "verified upstream", digest: f.verified, wantEvidence: "verified upstream in record 2 (upstreamSeq=6 upstreamHead=sha256:"},
+		{name: "failed upstream", digest: f.bad, wantExcluded: true, wantBlock: "is never taken: it failed verification upstream: Failed (record 4) (upstreamSeq=6"},
+		{name: "never seen upstream", digest: "sha256:" + strings.Repeat("1", 64), wantBlock: "is not verified in the upstream's records"},
+		{name: "verified but not in the apply repository", digest: f.missing, wantBlock: "does not exist in this Stage's apply repository"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := &Source{Trust: f.tc}
+			v, err := s.Published(t.Context(), f.stage(f.host+"/deploy/payments"), tc.digest, time.Now())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(v.Excluded).To(Equal(tc.wantExcluded))
+			if tc.wantBlock == "" {
+				g.Expect(v.Block).To(BeNil())
+				g.Expect(v.Evidence).To(ContainSubstring(tc.wantEvidence))
+				return
+			}
+			g.Expect(v.Block).NotTo(BeNil())
+			g.Expect(v.Block.Reason).To(Equal(stagecoachv1.ReasonNotPublished))
+			g.Expect(v.Block.Message).To(ContainSubstring(tc.wantBlock))
+			st := s.State(f.stage(""))
+			g.Expect(st.Seen.Seq).To(Equal(int64(6)))
+		})
+	}
+}
