@@ -63,7 +63,11 @@ type StageReconciler struct {
 	// Observer, when set, is told of Promotions that land or finish (metrics).
 	Observer PromotionObserver
 
+	// PolicyRecheckInterval is how long the answer to "are the admission policies installed" is kept.
+	PolicyRecheckInterval time.Duration
+
 	checks         *checkRuns
+	policies       *policyCheck
 	schemas        schemaChecks
 	verdicts       *verify.Cache
 	registrySource *registry.Source
@@ -129,6 +133,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 	}
 	verdict.apply(stage)
+	r.applyGuarded(ctx, stage)
 	if !verdict.ready || verdict.engine == nil {
 		result := ctrl.Result{}
 		if verdict.retry {

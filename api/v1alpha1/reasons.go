@@ -26,6 +26,11 @@ const (
 	ReasonApplierNotSupported = "ApplierNotSupported"
 	// ReasonApplierSetInvalid: spec.applyRef.set does not render or names a field the kind lacks.
 	ReasonApplierSetInvalid = "ApplierSetInvalid"
+	// Reasons of Guarded: the admission policies are enforced, some are missing (or not bound
+	// to deny), or the controller may not read them.
+	ReasonPoliciesInstalled  = "PoliciesInstalled"
+	ReasonPoliciesMissing    = "PoliciesMissing"
+	ReasonPoliciesUnreadable = "PoliciesUnreadable"
 	// ReasonApplierTagOnly: the applier can only be given a tag, which the engine resolves
 	// later, while the Stage verifies signatures by digest.
 	ReasonApplierTagOnly = "ApplierTagOnly"
