@@ -61,10 +61,10 @@ var automationGates = []struct {
 		return &stagecoachv1.GateBlock{Reason: h.Reason, Message: h.Message}
 	}},
 	{stagecoachv1.GateMediated, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
-		if m == nil || m.Status != metav1.ConditionFalse {
+		if !notMediated(stage) {
 			return nil
 		}
+		m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
 		// Automation would vouch for a version while something else decides what runs.
 		return &stagecoachv1.GateBlock{Reason: m.Reason, Message: fmt.Sprintf(
 			"%s; automation does not promote until only the digest decides what runs (a person may still promote)", m.Message)}
