@@ -105,6 +105,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		RESTMapper:                mgr.GetRESTMapper(),
 		Events:                    mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval:      opts.ApplierRetryInterval,
+		PolicyRecheckInterval:     opts.PolicyRecheckInterval,
 		Clock:                     opts.Clock,
 		Observer:                  &metrics.Observer{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Vectors: metrics.Shared()},
 	}

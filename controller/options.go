@@ -42,6 +42,9 @@ type Options struct {
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
+	// PolicyRecheckInterval is how long the answer to "are the admission policies installed"
+	// (condition Guarded) is kept; a minute when zero (tests shorten it).
+	PolicyRecheckInterval time.Duration
 	// CheckPluginDir holds the check plugin binaries Stages name (spec...checks[].plugin.name).
 	CheckPluginDir string
 	// ClusterFreezeNamespace is the namespace whose Freezes may select other namespaces.

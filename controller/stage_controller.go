@@ -71,8 +71,11 @@ type StageReconciler struct {
 	Recorder *Recorder
 	// Follower reads upstreamRecords sources; nil until set up (records are then untrusted).
 	Follower *recordsource.Source
+	// PolicyRecheckInterval is how long the answer to "are the admission policies installed" is kept.
+	PolicyRecheckInterval time.Duration
 
 	checks         *checkRuns
+	policies       *policyCheck
 	schemas        schemaChecks
 	verdicts       *verify.Cache
 	registrySource *registry.Source
@@ -145,6 +148,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 	}
 	verdict.apply(stage)
+	r.applyGuarded(ctx, stage)
 	if !verdict.ready || verdict.engine == nil {
 		result := ctrl.Result{}
 		if verdict.retry {

@@ -25,7 +25,8 @@ const FieldManager = "stagecoach"
 func (r *StageReconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage, through *unstructured.Unstructured, v *applierVerdict) error {
 	ref := stage.Spec.ApplyRef
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
-	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Through: through}
+	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Through: through,
+		Verified: stage.Spec.Source.Registry != nil && stage.Spec.Source.Registry.Verify != nil}
 	switch app := applier.For(v.gvk.GroupKind(), opts); {
 	case app != nil:
 		if stage.Spec.Completion != nil {

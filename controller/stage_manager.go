@@ -106,6 +106,10 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
 	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
+	if r.PolicyRecheckInterval == 0 {
+		r.PolicyRecheckInterval = time.Minute
+	}
+	r.policies = &policyCheck{reader: r.APIReader, interval: r.PolicyRecheckInterval}
 	r.registrySource = &registry.Source{Lister: r.Registry, Secrets: r.APIReader}
 	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets}, baseCtx: ctx, wake: r.wake}
 	c, err := ctrl.NewControllerManagedBy(mgr).

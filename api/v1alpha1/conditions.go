@@ -14,6 +14,9 @@ const (
 	ConditionFrozen = "Frozen"
 	// ConditionStalled is True when the Stage cannot make progress until its spec changes.
 	ConditionStalled = "Stalled"
+	// ConditionGuarded is True when the admission policies the Stage relies on (manifests/policies:
+	// its applier's guard and the Promotion requester guard) are installed and bound to deny.
+	ConditionGuarded = "Guarded"
 )
 
 // Condition types of a Promotion.

@@ -26,6 +26,14 @@ const (
 	ReasonApplierNotSupported = "ApplierNotSupported"
 	// ReasonApplierSetInvalid: spec.applyRef.set does not render or names a field the kind lacks.
 	ReasonApplierSetInvalid = "ApplierSetInvalid"
+	// Reasons of Guarded: the admission policies are enforced, some are missing (or not bound
+	// to deny), or the controller may not read them.
+	ReasonPoliciesInstalled  = "PoliciesInstalled"
+	ReasonPoliciesMissing    = "PoliciesMissing"
+	ReasonPoliciesUnreadable = "PoliciesUnreadable"
+	// ReasonApplierTagOnly: the applier can only be given a tag, which the engine resolves
+	// later, while the Stage verifies signatures by digest.
+	ReasonApplierTagOnly = "ApplierTagOnly"
 	// ReasonCompletionFailed: spec.completion's failed rule matched.
 	ReasonCompletionFailed = "CompletionFailed"
 	// ReasonDependencyCycle: spec.dependsOn leads back to the Stage.
@@ -83,18 +91,21 @@ const (
 // Gates named in status.candidate.blockedBy[].gate and Promotion.status.gates[].gate. Check
 // verdicts are named GateCheckPrefix + the check's name.
 const (
-	GateAuto        = "auto"
-	GateHold        = "hold"
-	GateFreeze      = "freeze"
-	GateSuspend     = "suspend"
-	GateHistory     = "history"
-	GateSource      = "source"
-	GateSoak        = "soak"
-	GateSignature   = "signature"
-	GateWindow      = "window"
-	GateApprovals   = "approvals"
-	GateDependsOn   = "dependsOn"
-	GatePrereqs     = "prerequisites"
+	GateAuto      = "auto"
+	GateHold      = "hold"
+	GateFreeze    = "freeze"
+	GateSuspend   = "suspend"
+	GateHistory   = "history"
+	GateSource    = "source"
+	GateSoak      = "soak"
+	GateSignature = "signature"
+	GateWindow    = "window"
+	GateApprovals = "approvals"
+	GateDependsOn = "dependsOn"
+	GatePrereqs   = "prerequisites"
+	// GateMediated holds automation while something besides the digest decides what the
+	// applier runs (Mediated=False); a person may still promote.
+	GateMediated    = "mediated"
 	GateCheckPrefix = "check/"
 )
 

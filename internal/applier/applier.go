@@ -69,6 +69,8 @@ type Options struct {
 	// Through is the object that applies what this applier fetches (the Kustomization of an
 	// OCIRepository), as read now; nil when there is none.
 	Through *unstructured.Unstructured
+	// Verified: the Stage verifies its versions' signatures, so only a digest may be written.
+	Verified bool
 }
 
 // For returns the applier of a kind, or nil when Stagecoach has no built-in one for it.
@@ -81,7 +83,7 @@ func For(gk schema.GroupKind, opts Options) Applier {
 	case schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}:
 		return FluxKustomization{Image: opts.Image}
 	case schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}:
-		return FluxHelmRelease{ValuesKey: opts.ValuesKey}
+		return FluxHelmRelease{ValuesKey: opts.ValuesKey, Verified: opts.Verified}
 	}
 	return nil
 }

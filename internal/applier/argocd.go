@@ -71,6 +71,14 @@ func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Pr
 	if pluginSet && !usesOurPlugin {
 		fields = append(fields, fmt.Sprintf("spec.source.plugin (%q)", pluginName))
 	}
+	// The plugin's parameters pass values, Helm parameters and images to the renderer.
+	if params, ok, _ := unstructured.NestedFieldNoCopy(source, "plugin", "parameters"); ok && !empty(params) {
+		fields = append(fields, "spec.source.plugin.parameters")
+	}
+	// Argo CD renders the hydrator's dry source instead of spec.source when both are set.
+	if hydrator, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "sourceHydrator"); ok && !empty(hydrator) {
+		fields = append(fields, "spec.sourceHydrator (Argo CD renders it instead of spec.source)")
+	}
 	if len(fields) > 0 {
 		return nil, &Problem{Reason: stagecoachv1.ReasonNotMediated, Message: fmt.Sprintf(
 			"%s sets %s: something besides the digest decides what runs", name, strings.Join(fields, ", "))}

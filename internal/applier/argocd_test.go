@@ -53,6 +53,10 @@ func TestArgoCDValidate(t *testing.T) {
 			wantUnmediated: "NotMediated", wantMessageContain: "spec.source.helm.parameters, spec.source.helm.values"},
 		{name: "foreign plugin on OCI", spec: `{source: {repoURL: oci://r/p, plugin: {name: sops}}, syncPolicy: {automated: {}}}`,
 			wantUnmediated: "NotMediated", wantMessageContain: `spec.source.plugin ("sops")`},
+		{name: "source hydrator", spec: `{source: {repoURL: oci://r/p}, sourceHydrator: {drySource: {repoURL: https://git/x.git, targetRevision: main, path: app}}, syncPolicy: {automated: {}}}`,
+			wantUnmediated: "NotMediated", wantMessageContain: "spec.sourceHydrator (Argo CD renders it instead of spec.source)"},
+		{name: "Stagecoach plugin with parameters", spec: `{source: {repoURL: https://git/x.git, plugin: {name: stagecoach, parameters: [{name: images, array: [app]}]}}, syncPolicy: {automated: {}}}`,
+			wantUnmediated: "NotMediated", wantMessageContain: "spec.source.plugin.parameters"},
 		{name: "empty kustomize block is fine", spec: `{source: {repoURL: oci://r/p, kustomize: {images: []}}, syncPolicy: {automated: {}}}`},
 	}
 	for _, tc := range cases {

@@ -265,11 +265,26 @@ func (k FluxKustomization) Observe(obj *unstructured.Unstructured, digest string
 
 // FluxHelmRelease applies versions as a values key (ValuesKey) or as the chart version (the tag);
 // landed when Ready for the generation and the newest release in history is deployed.
-type FluxHelmRelease struct{ ValuesKey string }
+type FluxHelmRelease struct {
+	ValuesKey string
+	// Verified: the Stage verifies signatures, so the chart must run at the verified digest.
+	Verified bool
+}
 
-// Validate implements Applier.
+// Validate implements Applier. A chart version is a tag that Flux resolves when it reconciles,
+// after Stagecoach verified the digest behind it: a tag pushed again in between would run a chart
+// nobody verified. So a Stage that verifies signatures must write the digest (a values key).
 func (h FluxHelmRelease) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
-	return fluxSuspended(obj), nil
+	if p := fluxSuspended(obj); p != nil {
+		return p, nil
+	}
+	if h.Verified && h.ValuesKey == "" {
+		return &Problem{Reason: stagecoachv1.ReasonApplierTagOnly, Message: fmt.Sprintf(
+			"%s takes the version as a chart version (a tag Flux resolves later), so a re-pushed tag would run an unverified chart: "+
+				"set spec.applyRef.valuesKey to the values path that carries the image digest, or point the Stage at an OCIRepository "+
+				"(spec.ref.digest) the HelmRelease reads through spec.chartRef", describeKind(obj))}, nil
+	}
+	return nil, nil
 }
 
 func (h FluxHelmRelease) path() []string {

@@ -41,6 +41,13 @@ func TestFluxValidate(t *testing.T) {
 			wantReason: "ApplierSuspended", wantMsg: "Kustomization 'dev/payments' is suspended, so it applies nothing: set spec.suspend to false"},
 		{name: "suspended HelmRelease", applier: FluxHelmRelease{}, kind: "HelmRelease", y: `{spec: {suspend: true}}`, wantReason: "ApplierSuspended"},
 		{name: "suspended OCIRepository", applier: FluxOCIRepository{}, kind: "OCIRepository", y: `{spec: {suspend: true}}`, wantReason: "ApplierSuspended"},
+		{name: "HelmRelease by chart version while signatures are verified", applier: FluxHelmRelease{Verified: true}, kind: "HelmRelease",
+			y: `{spec: {chart: {spec: {chart: payments, version: 1.0.0}}}}`, wantReason: "ApplierTagOnly",
+			wantMsg: "HelmRelease 'dev/payments' takes the version as a chart version (a tag Flux resolves later), so a re-pushed tag would run an unverified chart: set spec.applyRef.valuesKey"},
+		{name: "HelmRelease by values key while signatures are verified", applier: FluxHelmRelease{Verified: true, ValuesKey: "image.digest"}, kind: "HelmRelease",
+			y: `{spec: {chart: {spec: {chart: payments, version: 1.0.0}}}}`},
+		{name: "HelmRelease by chart version, nothing verified", applier: FluxHelmRelease{}, kind: "HelmRelease",
+			y: `{spec: {chart: {spec: {chart: payments, version: 1.0.0}}}}`},
 		{name: "Kustomization image entry missing", applier: FluxKustomization{Image: "app"}, kind: "Kustomization", y: `{spec: {images: [{name: other}]}}`,
 			wantReason: "ApplierUnreadable", wantMsg: `has no spec.images entry named "app"`},
 	}

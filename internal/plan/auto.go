@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -58,6 +59,15 @@ var automationGates = []struct {
 			return nil
 		}
 		return &stagecoachv1.GateBlock{Reason: h.Reason, Message: h.Message}
+	}},
+	{stagecoachv1.GateMediated, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
+		if !notMediated(stage) {
+			return nil
+		}
+		m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
+		// Automation would vouch for a version while something else decides what runs.
+		return &stagecoachv1.GateBlock{Reason: m.Reason, Message: fmt.Sprintf(
+			"%s; automation does not promote until only the digest decides what runs (a person may still promote)", m.Message)}
 	}},
 	{stagecoachv1.GateSoak, func(stage *stagecoachv1.Stage, c *Candidate, now time.Time) *stagecoachv1.GateBlock {
 		policy := stage.Spec.Promotion

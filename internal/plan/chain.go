@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -59,6 +61,17 @@ var PromoteGates = []Gate{
 	{Name: stagecoachv1.GateApprovals, Asks: asksApprovals, Decide: decideApprovals},
 	{Name: stagecoachv1.GateDependsOn, Asks: asksDependencies, Decide: decideDependencies},
 	{Name: stagecoachv1.GatePrereqs, Asks: asksPrerequisites, Decide: decidePrerequisites},
+	// Never holds: automation already waits (see automationGates); a person's Promotion records
+	// that something besides the digest decides what runs.
+	{Name: stagecoachv1.GateMediated, Asks: notMediated, Decide: func(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+		return nil, meta.FindStatusCondition(in.Stage.Status.Conditions, stagecoachv1.ConditionMediated).Message +
+			"; this Promotion runs, but the digest alone does not decide what runs (automation waits until it does)"
+	}},
+}
+
+func notMediated(stage *stagecoachv1.Stage) bool {
+	m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
+	return m != nil && m.Status == metav1.ConditionFalse
 }
 
 // Asks reports whether the Stage asks for the named gate of PromoteGates.

@@ -28,6 +28,10 @@ type Explanation struct {
 	Waiting   *PromotionSummary `json:"waiting,omitempty"`
 	Frozen    string            `json:"frozen,omitempty"`
 	Held      string            `json:"held,omitempty"`
+	// Unguarded says which admission policies the Stage relies on are not enforced.
+	Unguarded string `json:"unguarded,omitempty"`
+	// Unmediated says what besides the digest decides what runs (automation waits meanwhile).
+	Unmediated string `json:"unmediated,omitempty"`
 	// Candidate is the next version and every gate that holds it, ordered by gate.
 	Candidate *stagecoachv1.CandidateVersion `json:"candidate,omitempty"`
 	// Waves are a fleet rollout's waves and what each target waits on (explain_waves.go).
@@ -64,6 +68,12 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 	}
 	if h := stage.Status.Hold; h != nil {
 		e.Held = h.Message
+	}
+	if c := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionGuarded); c != nil && c.Status == metav1.ConditionFalse {
+		e.Unguarded = c.Message
+	}
+	if c := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated); c != nil && c.Status == metav1.ConditionFalse {
+		e.Unmediated = c.Message
 	}
 	if c := stage.Status.Candidate; c != nil {
 		e.Candidate = c.DeepCopy()
@@ -108,6 +118,12 @@ func (e Explanation) Lines() []string {
 	}
 	if e.Held != "" {
 		add("held:      %s", e.Held)
+	}
+	if e.Unguarded != "" {
+		add("unguarded: %s", e.Unguarded)
+	}
+	if e.Unmediated != "" {
+		add("unmediated: %s", e.Unmediated)
 	}
 	if c := e.Candidate; c != nil {
 		switch {

@@ -64,6 +64,14 @@ func TestExplain(t *testing.T) {
 			"  candidate: v1.1.0 (sha256:111111111111)",
 			"    skipped v1.2.0 (sha256:222222222222) (signature SignatureMissing): no signature",
 		}},
+		{name: "unguarded and not mediated", stage: func(s *stagecoachv1.Stage) {
+			s.Status.Conditions = append(s.Status.Conditions,
+				metav1.Condition{Type: "Guarded", Status: metav1.ConditionFalse, Reason: "PoliciesMissing", Message: "admission policy application-guard.stagecoach.dev is not installed"},
+				metav1.Condition{Type: "Mediated", Status: metav1.ConditionFalse, Reason: "NotMediated", Message: "Application 'prod/payments' sets spec.sourceHydrator"})
+		}, want: []string{
+			"  unguarded: admission policy application-guard.stagecoach.dev is not installed",
+			"  unmediated: Application 'prod/payments' sets spec.sourceHydrator",
+		}},
 		{name: "every newer version skipped", stage: func(s *stagecoachv1.Stage) {
 			s.Status.Candidate = &stagecoachv1.CandidateVersion{Skipped: []stagecoachv1.SkippedVersion{
 				{Version: "v1.2.0", Digest: d2, Gate: "history", Reason: "PromotionFailed", Message: "failed before"},

@@ -283,3 +283,28 @@ func TestDependencyCycle(t *testing.T) {
 		})
 	}
 }
+
+// A person's Promotion on a Stage whose applier is not mediated runs, and its gates say so.
+func TestPromoteGatesTellAboutMediation(t *testing.T) {
+	notMediated := metav1.Condition{Type: stagecoachv1.ConditionMediated, Status: metav1.ConditionFalse,
+		Reason: stagecoachv1.ReasonNotMediated, Message: "Application 'prod/payments' sets spec.sourceHydrator"}
+	mediated := metav1.Condition{Type: stagecoachv1.ConditionMediated, Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonMediated}
+	for _, tc := range []struct {
+		name       string
+		conditions []metav1.Condition
+		want       []stagecoachv1.GateResult
+	}{
+		{name: "not mediated: passes, and says what else decides", conditions: []metav1.Condition{notMediated},
+			want: []stagecoachv1.GateResult{{Gate: stagecoachv1.GateMediated, Passed: true, Message: "Application 'prod/payments' sets spec.sourceHydrator; " +
+				"this Promotion runs, but the digest alone does not decide what runs (automation waits until it does)"}}},
+		{name: "mediated: no verdict", conditions: []metav1.Condition{mediated}, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			stage := &stagecoachv1.Stage{Status: stagecoachv1.StageStatus{Conditions: tc.conditions}}
+			blocks, results := RunGates(PromoteGates, GateInputs{Stage: stage, Digest: d2, Now: t0})
+			g.Expect(blocks).To(BeEmpty())
+			g.Expect(results).To(Equal(tc.want))
+		})
+	}
+}

@@ -35,11 +35,19 @@ func TestExamples(t *testing.T) {
 			g.Expect(d.Plan[2].MaxParallel).To(Equal(3))
 			g.Expect(d.Plan[2].MaxFailures).To(Equal(0), "5% of 12, rounded down")
 		}},
-		{name: "applicationset.yaml ignores what Stagecoach writes and keeps its annotations", check: func(g *WithT) {
+		{name: "applicationset.yaml ignores what Stagecoach writes, keeps its annotations and labels what it generates", check: func(g *WithT) {
 			data, err := os.ReadFile(exampleDir + "applicationset.yaml")
 			g.Expect(err).NotTo(HaveOccurred())
 			var appSet struct {
+				Metadata struct {
+					Labels map[string]string `json:"labels"`
+				} `json:"metadata"`
 				Spec struct {
+					Template struct {
+						Metadata struct {
+							Labels map[string]string `json:"labels"`
+						} `json:"metadata"`
+					} `json:"template"`
 					IgnoreApplicationDifferences []struct {
 						JSONPointers []string `json:"jsonPointers"`
 					} `json:"ignoreApplicationDifferences"`
@@ -54,6 +62,8 @@ func TestExamples(t *testing.T) {
 			g.Expect(appSet.Spec.IgnoreApplicationDifferences[0].JSONPointers).To(ConsistOf("/spec/source/targetRevision", "/spec/source/plugin/env"))
 			g.Expect(appSet.Spec.PreservedFields.Annotations).To(ConsistOf(v1alpha1.VersionAnnotation, v1alpha1.PromotionAnnotation, v1alpha1.PhaseAnnotation))
 			g.Expect(appSet.Spec.Strategy).To(BeNil(), "RollingSync would order the same Applications")
+			// The application guard protects the generated Applications only when they carry the label.
+			g.Expect(appSet.Spec.Template.Metadata.Labels).To(HaveKeyWithValue(v1alpha1.StageLabel, appSet.Metadata.Labels[v1alpha1.StageLabel]))
 		}},
 	}
 	for _, tc := range cases {

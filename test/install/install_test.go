@@ -291,6 +291,13 @@ func TestChartValues(t *testing.T) {
 				g.Expect(o.GetKind()).NotTo(HavePrefix("ValidatingAdmissionPolicy"))
 			}
 		}},
+		{name: "the engines' identities in the policies", values: `{policies: {argoCD: {applicationController: "system:serviceaccount:gitops:app-ctl"}, flux: {kustomizeController: "system:serviceaccount:flux:kc"}}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			app, _ := yaml.Marshal(field(find(objs, "ValidatingAdmissionPolicy", "application-guard.stagecoach.dev"), "spec"))
+			g.Expect(string(app)).To(And(ContainSubstring("'system:serviceaccount:gitops:app-ctl'"), ContainSubstring("'system:serviceaccount:argocd:argocd-applicationset-controller'")))
+			g.Expect(string(app)).NotTo(ContainSubstring("argocd-application-controller"))
+			flux, _ := yaml.Marshal(field(find(objs, "ValidatingAdmissionPolicy", "flux-helmrelease-guard.stagecoach.dev"), "spec"))
+			g.Expect(string(flux)).To(ContainSubstring("'system:serviceaccount:flux:kc'"))
+		}},
 		{name: "another namespace: the policies, bindings and hook secret follow it", namespace: "ops", values: `{policies: {breakGlassGroup: "ops:oncall"}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			all, _ := yaml.Marshal(field(find(objs, "ValidatingAdmissionPolicy", "application-guard.stagecoach.dev"), "spec"))
 			g.Expect(string(all)).To(And(ContainSubstring("system:serviceaccount:ops:stagecoach-controller"), ContainSubstring("'ops:oncall'")))
@@ -325,6 +332,7 @@ func TestChartCopies(t *testing.T) {
 		{"manifests/policies/application-guard.yaml", "charts/stagecoach/files/policies/application-guard.yaml"},
 		{"manifests/policies/approval-guard.yaml", "charts/stagecoach/files/policies/approval-guard.yaml"},
 		{"manifests/policies/stage-status-guard.yaml", "charts/stagecoach/files/policies/stage-status-guard.yaml"},
+		{"manifests/policies/flux-guard.yaml", "charts/stagecoach/files/policies/flux-guard.yaml"},
 	}
 	for _, c := range crds {
 		pairs = append(pairs, [2]string{"manifests/crds/" + filepath.Base(c), "charts/stagecoach/crds/" + filepath.Base(c)})

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ import (
 const (
 	controllerSA = "system:serviceaccount:stagecoach-system:stagecoach-controller"
 	argoCDSA     = "system:serviceaccount:argocd:argocd-application-controller"
+	argoServerSA = "system:serviceaccount:argocd:argocd-server"
+	appSetSA     = "system:serviceaccount:argocd:argocd-applicationset-controller"
+	gcSA         = "system:serviceaccount:kube-system:generic-garbage-collector"
 	ns           = "default"
 )
 
@@ -37,7 +41,7 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start(testenv.ArgoCDCRDs)
+	env, err = testenv.Start(testenv.ArgoCDCRDs, testenv.FluxCRDs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -122,13 +126,16 @@ func TestApplicationGuard(t *testing.T) {
 	g := NewWithT(t)
 	// Everyone in the test may write Applications as far as RBAC goes: the policy is what refuses.
 	grantEveryone(t, "application-writer", rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
-		Verbs: []string{"get", "list", "create", "update", "patch"}})
+		Verbs: []string{"get", "list", "create", "update", "patch", "delete"}})
 	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "application-guard.yaml"))
 
 	alice := as(t, "alice", "developers")
 	stagecoach := as(t, controllerSA, "system:serviceaccounts")
 	breakGlass := as(t, "bob", "stagecoach:break-glass")
 	argocd := as(t, argoCDSA, "system:serviceaccounts")
+	argoServer := as(t, argoServerSA, "system:serviceaccounts")
+	appSet := as(t, appSetSA, "system:serviceaccounts")
+	gc := as(t, gcSA, "system:serviceaccounts")
 
 	// The policy takes a moment to be enforced after it is created.
 	// A fresh name per try: a probe created before enforcement must not turn into AlreadyExists.
@@ -141,17 +148,31 @@ func TestApplicationGuard(t *testing.T) {
 
 	g.Expect(stagecoach.Create(t.Context(), application("payments", false))).To(Succeed())
 	g.Expect(stagecoach.Create(t.Context(), application("billing", true))).To(Succeed())
+	// The applicationset-controller creates the Applications its template (with the label) generates.
+	g.Expect(appSet.Create(t.Context(), application("payments-eu", false))).To(Succeed())
+	g.Expect(stagecoach.Create(t.Context(), application("collected", false))).To(Succeed())
 
 	type change struct {
 		name    string
 		who     client.Client
 		app     string
 		mutate  func(u *unstructured.Unstructured)
+		delete  bool
 		wantErr string
 	}
 	setRevision := func(rev string) func(u *unstructured.Unstructured) {
 		return func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, rev, "spec", "source", "targetRevision")
+		}
+	}
+	setSource := func(value any, field ...string) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, value, append([]string{"spec", "source"}, field...)...)
+		}
+	}
+	setOperation := func(sync map[string]any) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			u.Object["operation"] = map[string]any{"initiatedBy": map[string]any{"username": "alice"}, "sync": sync}
 		}
 	}
 	cases := []change{
@@ -168,13 +189,57 @@ func TestApplicationGuard(t *testing.T) {
 		{name: "a user annotates it", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{"team": "payments"})
 		}},
-		{name: "a user's other plugin env is theirs", who: alice, app: "billing", mutate: func(u *unstructured.Unstructured) {
+		{name: "a user adds plugin env", who: alice, app: "billing", mutate: func(u *unstructured.Unstructured) {
 			env, _, _ := unstructured.NestedSlice(u.Object, "spec", "source", "plugin", "env")
 			_ = unstructured.SetNestedSlice(u.Object, append(env, map[string]any{"name": "REGION", "value": "eu"}), "spec", "source", "plugin", "env")
+		}, wantErr: "spec.source of Stagecoach-managed Application billing decide what runs and may only be changed by Stagecoach (user alice)"},
+		{name: "a user sets plugin parameters", who: alice, app: "billing",
+			mutate:  setSource([]any{map[string]any{"name": "images", "array": []any{"app:v2"}}}, "plugin", "parameters"),
+			wantErr: "spec.source of Stagecoach-managed Application billing decide what runs"},
+		{name: "a user sets kustomize images", who: alice, app: "payments", mutate: setSource([]any{"app=app:v2"}, "kustomize", "images"),
+			wantErr: "spec.source of Stagecoach-managed Application payments decide what runs"},
+		{name: "a user points repoURL elsewhere", who: alice, app: "payments", mutate: setSource("oci://evil.example/payments", "repoURL"),
+			wantErr: "spec.source of Stagecoach-managed Application payments decide what runs"},
+		{name: "a user adds a source hydrator", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{
+				"drySource":  map[string]any{"repoURL": "https://git.example/evil.git", "targetRevision": "main", "path": "app"},
+				"syncSource": map[string]any{"targetBranch": "env/prod", "path": "app"}}, "spec", "sourceHydrator")
+		}, wantErr: "spec.sourceHydrator of Stagecoach-managed Application payments decide what runs"},
+		{name: "a user syncs another revision", who: alice, app: "payments", mutate: setOperation(map[string]any{"revision": "sha256:eeee"}),
+			wantErr: "Stagecoach-managed Application payments may only sync its own source at its own targetRevision (alice asked for another revision or source in operation.sync)"},
+		{name: "a user syncs another repository", who: alice, app: "payments", mutate: setOperation(map[string]any{
+			"source": map[string]any{"repoURL": "oci://evil.example/payments", "targetRevision": "sha256:eeee", "path": "."}}),
+			wantErr: "may only sync its own source at its own targetRevision"},
+		{name: "a user syncs what the Application says", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			rev, _, _ := unstructured.NestedString(u.Object, "spec", "source", "targetRevision")
+			setOperation(map[string]any{"revision": rev, "prune": true})(u)
 		}},
-		{name: "Argo CD writes status", who: argocd, app: "payments", mutate: func(u *unstructured.Unstructured) {
+		{name: "Argo CD clears the operation and writes status", who: argocd, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			delete(u.Object, "operation")
 			_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": "Healthy"}, "status", "health")
 		}},
+		{name: "Argo CD starts an automated sync", who: argocd, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			rev, _, _ := unstructured.NestedString(u.Object, "spec", "source", "targetRevision")
+			u.Object["operation"] = map[string]any{"initiatedBy": map[string]any{"automated": true}, "sync": map[string]any{"revision": rev}}
+		}},
+		{name: "a user fakes status", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"phase": "Succeeded", "startedAt": "2026-01-01T00:00:00Z",
+				"operation":  map[string]any{"sync": map[string]any{"revision": "sha256:ffff"}},
+				"syncResult": map[string]any{"revision": "sha256:ffff"}}, "status", "operationState")
+		}, wantErr: "the status of Stagecoach-managed Application payments is Argo CD's to write (user alice)"},
+		{name: "argocd-server writes status for a person", who: argoServer, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"phase": "Terminating", "startedAt": "2026-01-01T00:00:00Z",
+				"operation": map[string]any{"sync": map[string]any{}}}, "status", "operationState")
+		}},
+		{name: "a user deletes it", who: alice, app: "payments", delete: true,
+			wantErr: "Stagecoach-managed Application payments may only be deleted by Stagecoach or a break-glass member (user alice)"},
+		{name: "the applicationset-controller changes the template's path", who: appSet, app: "payments-eu", mutate: setSource("deploy", "path")},
+		{name: "the applicationset-controller resets the digest", who: appSet, app: "payments-eu", mutate: setRevision("1.4.2"),
+			wantErr: "targetRevision of Stagecoach-managed Application payments-eu may only be changed by Stagecoach"},
+		{name: "the applicationset-controller drops the label", who: appSet, app: "payments-eu", mutate: func(u *unstructured.Unstructured) { u.SetLabels(nil) },
+			wantErr: "may only be removed or changed by Stagecoach"},
+		{name: "the applicationset-controller deletes a generated Application", who: appSet, app: "payments-eu", delete: true},
+		{name: "the garbage collector deletes an Application", who: gc, app: "collected", delete: true},
 		{name: "Stagecoach promotes", who: stagecoach, app: "payments", mutate: setRevision("sha256:cccc")},
 		{name: "break-glass promotes", who: breakGlass, app: "payments", mutate: setRevision("sha256:dddd")},
 		{name: "break-glass removes the label", who: breakGlass, app: "billing", mutate: func(u *unstructured.Unstructured) { u.SetLabels(nil) }},
@@ -187,8 +252,13 @@ func TestApplicationGuard(t *testing.T) {
 			u.SetKind("Application")
 			g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tc.app}, u)).To(Succeed())
 			before := u.DeepCopy()
-			tc.mutate(u)
-			err := tc.who.Update(t.Context(), u)
+			var err error
+			if tc.delete {
+				err = tc.who.Delete(t.Context(), u)
+			} else {
+				tc.mutate(u)
+				err = tc.who.Update(t.Context(), u)
+			}
 			if tc.wantErr == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				return
@@ -197,6 +267,9 @@ func TestApplicationGuard(t *testing.T) {
 			after := before.DeepCopy()
 			g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(before), after)).To(Succeed())
 			g.Expect(after.Object["spec"]).To(Equal(before.Object["spec"]))
+			// Either may be absent (nil), which Equal refuses to compare.
+			g.Expect(reflect.DeepEqual(after.Object["operation"], before.Object["operation"])).To(BeTrue(), "operation changed")
+			g.Expect(reflect.DeepEqual(after.Object["status"], before.Object["status"])).To(BeTrue(), "status changed")
 			g.Expect(after.GetLabels()).To(Equal(before.GetLabels()))
 		})
 	}

@@ -50,7 +50,10 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	stop, err := env.RunManager(context.Background(), func(o *controller.Options) { o.ApplierRetryInterval = 500 * time.Millisecond })
+	stop, err := env.RunManager(context.Background(), func(o *controller.Options) {
+		o.ApplierRetryInterval = 500 * time.Millisecond
+		o.PolicyRecheckInterval = 200 * time.Millisecond
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// The admission policies of manifests/policies that Stages rely on.
+const (
+	PolicyApplication        = "application-guard.stagecoach.dev"
+	PolicyApplicationSet     = "applicationset-guard.stagecoach.dev"
+	PolicyFluxOCIRepository  = "flux-ocirepository-guard.stagecoach.dev"
+	PolicyFluxKustomization  = "flux-kustomization-guard.stagecoach.dev"
+	PolicyFluxHelmRelease    = "flux-helmrelease-guard.stagecoach.dev"
+	PolicyPromotionRequester = "promotion-requester-guard.stagecoach.dev"
+	PolicyApproval           = "approval-guard.stagecoach.dev"
+)
+
+// applierPolicies are the guards of each built-in applier kind.
+var applierPolicies = map[string][]string{
+	"Application":    {PolicyApplication},
+	"ApplicationSet": {PolicyApplicationSet, PolicyApplication},
+	"OCIRepository":  {PolicyFluxOCIRepository},
+	"Kustomization":  {PolicyFluxKustomization},
+	"HelmRelease":    {PolicyFluxHelmRelease},
+}
+
+// GuardPolicies are the policies a Stage relies on: its applier's guard, the requester guard
+// (the approvals gate trusts spec.requestedBy) and, when it asks for approvals, the Approval
+// guard. None for a kind no policy guards.
+func GuardPolicies(stage *stagecoachv1.Stage) []string {
+	if !stage.Spec.ApplyRef.Builtin() {
+		return nil
+	}
+	guards, ok := applierPolicies[stage.Spec.ApplyRef.Kind]
+	if !ok {
+		return nil
+	}
+	out := append(append([]string{}, guards...), PolicyPromotionRequester)
+	if p := stage.Spec.Promotion; p != nil && p.Approvals != nil {
+		out = append(out, PolicyApproval)
+	}
+	return out
+}
+
+// Guarded is the Stage's Guarded condition, given the policies the API server enforces (installed
+// and bound with Deny); nil for a Stage no policy guards.
+func Guarded(stage *stagecoachv1.Stage, enforced map[string]bool) *metav1.Condition {
+	policies := GuardPolicies(stage)
+	if len(policies) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, p := range policies {
+		if !enforced[p] {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return &metav1.Condition{Type: stagecoachv1.ConditionGuarded, Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonPoliciesInstalled,
+			Message: fmt.Sprintf("admission policies %s deny what they guard", strings.Join(policies, ", "))}
+	}
+	what, verb := "admission policy", "is"
+	if len(missing) > 1 {
+		what, verb = "admission policies", "are"
+	}
+	return &metav1.Condition{Type: stagecoachv1.ConditionGuarded, Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonPoliciesMissing,
+		Message: fmt.Sprintf("%s %s %s not installed and bound to deny: anyone who may edit %s '%s/%s' can change what it runs; "+
+			"install manifests/policies (or the Helm chart with policies.enabled)",
+			what, strings.Join(missing, ", "), verb, stage.Spec.ApplyRef.Kind, stage.Namespace, stage.Spec.ApplyRef.Name)}
+}
