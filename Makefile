@@ -66,7 +66,7 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module pro
 	@test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: prereqs verify vet ui e2e-build envtest-assets ## The test command: verify generated code, vet, the UI extension's build and unit tests, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST).
+test: prereqs verify vet ui-release e2e-build envtest-assets ## The test command: verify generated code, vet, the UI extension's build, unit tests and release tarball, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST).
 	@mkdir -p $(CACHE_DIR)
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
 	@# fails the target (the group's status and pipefail).
@@ -104,6 +104,8 @@ CMPSERVER_TEST = (cd test/e2e/localstack/build/argocd && go test -trimpath -coun
 UI_TEST = (cd test/ui && KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -timeout 10m -json ./...)
 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
+# Its TestPromotionTabInArgoCD installs the UI extension into argocd-server from the tarball
+# `make ui-release` writes, as Argo CD's extension installer would.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 
 # e2e-build comes before envtest-assets in `test` (make runs prerequisites in order without -j): it
@@ -114,13 +116,15 @@ e2e-build: ## Build kube-apiserver, Argo CD and the Flux controllers from the Go
 	cd test/e2e && go run ./localstack/cmd build
 
 .PHONY: e2e
-e2e: e2e-build ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
+e2e: e2e-build ui-release ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
 	@mkdir -p $(CACHE_DIR)
 	$(E2E_TEST) | tee $(CACHE_DIR)/last-e2e.json | go run ./test/testsum
 
+# ARGOCD_UI=1 also starts argocd-server with the UI extension (from `make ui-release`) and prints
+# the URL and login of the Promotion tab; off by default, it adds the UI build and a release to wait for.
 .PHONY: demo
-demo: prereqs ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline.
-	cd test/e2e && go run ./cmd/demo
+demo: prereqs $(if $(ARGOCD_UI),ui-release) ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline (ARGOCD_UI=1: and the Promotion tab in argocd-server).
+	cd test/e2e && go run ./cmd/demo $(if $(ARGOCD_UI),-argocd-ui)
 
 .PHONY: localstack
 localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, registry, git, controller) until Ctrl-C.

@@ -68,6 +68,8 @@ type Stack struct {
 
 	// Addresses (host:port) of the listeners scenarios talk to.
 	APIServer, FluxEvents, FluxReceiver, Hooks, ControllerMetrics, ControllerHealth string
+	// ControllerAPI is the controller's HTTP API for Argo CD's proxy extension (argocdserver.go).
+	ControllerAPI string
 	// HookToken is the key in Secret stagecoach-system/stagecoach-hooks: the Flux generic-hmac
 	// Provider's HMAC key and the Argo CD notifications webhook's bearer token.
 	HookToken string
@@ -86,6 +88,10 @@ type Stack struct {
 	// later (StartArgoCDNotifications).
 	argoEnv    []string
 	repoServer string
+	redis      string
+	// apiToken is the API's proxy token; argoUI the optional argocd-server (argocdserver.go).
+	apiToken string
+	argoUI   *ArgoCDUI
 }
 
 // Component names, also the log file names (<LogDir>/<name>.log).
@@ -436,7 +442,7 @@ func (s *Stack) startEngines(ctx context.Context) error {
 	argoEnv := []string{"ARGOCD_FAKE_IN_CLUSTER=true", "ARGOCD_GPG_ENABLED=false",
 		"ARGOCD_TLS_DATA_PATH=" + argoDirs["tls"], "ARGOCD_SSH_DATA_PATH=" + argoDirs["ssh"], "ARGOCD_GNUPGHOME=" + argoDirs["gnupg"],
 		"ARGOCD_PLUGINSOCKFILEPATH=" + argoDirs["plugins"], "ARGOCD_CMP_WORKDIR=" + argoDirs["cmp"]}
-	s.argoEnv, s.repoServer = argoEnv, repoAddr
+	s.argoEnv, s.repoServer, s.redis = argoEnv, repoAddr, redisAddr
 	s.PluginKeysDir = argoDirs["cmp-keys"]
 	// cmp-server ignores SIGTERM (it only removes its socket), so Stop kills it after a short grace.
 	if err := run(processSpec{name: ArgoCDCMPServer, path: filepath.Join(s.binDir, ArgoCDCMPServer), grace: 2 * time.Second,
@@ -542,6 +548,11 @@ func (s *Stack) StartController(ctx context.Context) error {
 		// Everything here listens on loopback, check endpoints too.
 		"--allow-internal-check-targets"},
 		s.opts.ControllerArgs...)
+	apiArgs, err := s.controllerAPIArgs()
+	if err != nil {
+		return err
+	}
+	args = append(args, apiArgs...)
 	p, err := s.start(processSpec{name: StagecoachController, path: s.Bin.Stagecoach, args: args, grace: 10 * time.Second,
 		env: []string{"KUBECONFIG=" + s.ControllerKubeconfig}})
 	if err != nil {
@@ -590,6 +601,7 @@ func (s *Stack) Stop() {
 		p.Stop()
 	}
 	s.closeFixtures()
+	s.releaseExtensions()
 }
 
 func (s *Stack) closeFixtures() {

@@ -4,10 +4,17 @@
 // rendered from git by the Stagecoach plugin), and walks releases through it
 // while printing each step. Then it prints `stagecoach plan -A` and, on a terminal, leaves the stack
 // running until Ctrl-C; without a terminal it stops at once, so scripts can run it.
+//
+// With -argocd-ui (make demo ARGOCD_UI=1) it also starts argocd-server with Stagecoach's UI
+// extension installed from the release tarball, pushes one more release that waits in prod for
+// an approval, and prints the URL and login of the Promotion tab: the extension's harness page
+// served by argocd-server (whose Go-module build has no UI of its own), talking to Stagecoach
+// through Argo CD's real proxy extension.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,11 +37,13 @@ import (
 const stepTimeout = 3 * time.Minute
 
 func main() {
+	argocdUI := flag.Bool("argocd-ui", false, "also run argocd-server with the UI extension (needs `make ui-release`) and print the Promotion tab's URL and login")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Clients log through controller-runtime; their few lines are of no use here.
 	ctrllog.SetLogger(logr.Discard())
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, *argocdUI); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -44,7 +53,7 @@ func say(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(ctx context.Context) (err error) {
+func run(ctx context.Context, argocdUI bool) (err error) {
 	start := time.Now()
 	say("building what the local stack needs (first run only: kube-apiserver ~4 min, Argo CD ~7 min, the Flux controllers ~7 min on 2 cores; later runs reuse them)")
 	bin, err := localstack.Build(ctx, os.Stderr)
@@ -116,6 +125,12 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	say("dev skips it (status.candidate.skipped): %s: %s", skipped.Reason, skipped.Message)
+	var tab string
+	if argocdUI {
+		if tab, err = startArgoCDUI(ctx, s, p); err != nil {
+			return err
+		}
+	}
 	stopWatch()
 
 	say("stagecoach plan -A")
@@ -127,10 +142,38 @@ func run(ctx context.Context) (err error) {
 		say("standard input is not a terminal: stopping everything")
 		return nil
 	}
-	say("the stack keeps running; try:\n    export KUBECONFIG=%s\n    kubectl get stages,promotions -A\n    go run ./cmd/stagecoach plan -A   (from the repository root)\nCtrl-C stops everything", s.Kubeconfig)
+	say("the stack keeps running; try:\n    export KUBECONFIG=%s\n    kubectl get stages,promotions -A\n    go run ./cmd/stagecoach plan -A   (from the repository root)%s\nCtrl-C stops everything", s.Kubeconfig, tab)
 	<-ctx.Done()
 	say("stopping")
 	return nil
+}
+
+// startArgoCDUI runs argocd-server with the UI extension, lets its admin act on the demo's Stages,
+// pushes v1.2.0 for prod to wait on, and returns the lines that say how to open the tab.
+func startArgoCDUI(ctx context.Context, s *localstack.Stack, p *pipeline.Pipeline) (string, error) {
+	say("starting argocd-server with the Stagecoach UI extension from the release tarball (make ui-release)")
+	ui, err := s.StartArgoCDServer(ctx, localstack.ArgoCDUIOptions{})
+	if err != nil {
+		return "", err
+	}
+	// The API acts as the Argo CD user; Kubernetes RBAC for that name decides.
+	if err := s.GrantStagecoach(ctx, p.Namespace, ui.User); err != nil {
+		return "", err
+	}
+	say("pushing v1.2.0, signed, for the Promotion tab to approve in prod")
+	v12, err := p.PushSigned(ctx, "v1.2.0", p.Manifests("v1.2.0"))
+	if err != nil {
+		return "", err
+	}
+	if _, err := waitBlocked(ctx, p, pipeline.Prod, v12, "approvals"); err != nil {
+		return "", err
+	}
+	harness := ui.HarnessURL(p.Namespace, p.Stages[pipeline.Prod], "default", "light")
+	tab := fmt.Sprintf("\n    the Promotion tab of Application %s/%s in argocd-server (Argo CD's proxy extension, user %s):\n"+
+		"      open %s\n      log in as %s, password %s (theme=dark in the tab's URL for the dark theme)",
+		p.Namespace, p.Stages[pipeline.Prod], ui.User, ui.LoginURL(harness), ui.User, ui.Password)
+	say("v1.2.0 waits for an approval in prod; approve it in the Promotion tab:%s", tab)
+	return tab, nil
 }
 
 // approveWhenAsked waits until lane's Stage holds digest for an approval, approves it as the
