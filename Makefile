@@ -101,7 +101,7 @@ CMPSERVER_TEST = (cd test/e2e/localstack/build/argocd && go test -trimpath -coun
 
 # The browser test of the UI extension (headless Chromium, the bundle `make ui` built, the real
 # API against envtest) is its own module (test/ui: chromedp stays out of go.mod).
-UI_TEST = (cd test/ui && KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -timeout 10m -json ./...)
+UI_TEST = (assets="$$(test/envbin/build.sh)" && cd test/ui && KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) -timeout 10m -json ./...)
 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
 # Its TestPromotionTabInArgoCD installs the UI extension into argocd-server from the tarball

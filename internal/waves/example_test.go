@@ -60,7 +60,7 @@ func TestExamples(t *testing.T) {
 			g.Expect(yaml.Unmarshal(data, &appSet)).To(Succeed())
 			g.Expect(appSet.Spec.IgnoreApplicationDifferences).To(HaveLen(1))
 			g.Expect(appSet.Spec.IgnoreApplicationDifferences[0].JSONPointers).To(ConsistOf("/spec/source/targetRevision", "/spec/source/plugin/env"))
-			g.Expect(appSet.Spec.PreservedFields.Annotations).To(ConsistOf(v1alpha1.VersionAnnotation, v1alpha1.PromotionAnnotation, v1alpha1.PhaseAnnotation))
+			g.Expect(appSet.Spec.PreservedFields.Annotations).To(ConsistOf(v1alpha1.VersionAnnotation, v1alpha1.PromotionAnnotation, v1alpha1.PhaseAnnotation, v1alpha1.AppliedAtAnnotation))
 			g.Expect(appSet.Spec.Strategy).To(BeNil(), "RollingSync would order the same Applications")
 			// The application guard protects the generated Applications only when they carry the label.
 			g.Expect(appSet.Spec.Template.Metadata.Labels).To(HaveKeyWithValue(v1alpha1.StageLabel, appSet.Metadata.Labels[v1alpha1.StageLabel]))

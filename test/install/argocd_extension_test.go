@@ -182,7 +182,7 @@ func TestArgoCDExtensionManifests(t *testing.T) {
 		for _, e := range installer["env"].([]any) {
 			env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"].(string)
 		}
-		g.Expect(env["EXTENSION_URL"]).To(MatchRegexp(`^https://.*/releases/download/v[0-9.]+/extension-stagecoach\.tar\.gz$`))
+		g.Expect(env["EXTENSION_URL"]).To(MatchRegexp(`^https://.*/releases/download/v[0-9.]+/stagecoach-ui-extension\.tar\.gz$`))
 		g.Expect(env).To(HaveKeyWithValue("EXTENSION_NAME", "stagecoach"))
 		mount := map[string]any{"name": "extensions", "mountPath": "/tmp/extensions/"}
 		g.Expect(installer["volumeMounts"]).To(ContainElement(mount))

@@ -208,11 +208,14 @@ func newStage(t *testing.T, ns, name, kind string, mutate func(*stagecoachv1.Sta
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: name,
 			ApplyRef:     stagecoachv1.ApplierReference{Kind: kind, Name: name},
-			Source:       stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}},
+			Source:       stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: testenv.PlaceholderUpstream}},
 			Verification: &stagecoachv1.VerificationPolicy{Grace: &grace}},
 	}
 	if mutate != nil {
 		mutate(s)
+	}
+	if up := s.Spec.Source.Upstream; up != nil && up.Stage == testenv.PlaceholderUpstream && up.Namespace == "" {
+		env.CreatePlaceholderUpstream(t, ns)
 	}
 	NewWithT(t).Expect(env.Client.Create(t.Context(), s)).To(Succeed())
 }

@@ -120,11 +120,12 @@ func ready(g Gomega, t *testing.T, ns, name string) *metav1.Condition {
 func stageWaitingForCRD(t *testing.T, ns, name, kind, crds string, applier *unstructured.Unstructured) {
 	t.Helper()
 	g := NewWithT(t)
+	env.CreatePlaceholderUpstream(t, ns)
 	g.Expect(env.Client.Create(t.Context(), &stagecoachv1.Stage{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: name,
 			ApplyRef: stagecoachv1.ApplierReference{Kind: kind, Name: name},
-			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}},
+			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: testenv.PlaceholderUpstream}}},
 	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		c := ready(g, t, ns, name)

@@ -128,14 +128,10 @@ func newStage(t *testing.T, ns, name, upstream string) {
 			Source:       stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: upstream}},
 			Verification: &stagecoachv1.VerificationPolicy{Grace: &grace}},
 	}
-	if upstream == "none" {
-		// The upstream exists (a missing one makes a Stage not Ready) and never offers anything.
-		placeholder := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
-			Spec: stagecoachv1.StageSpec{Service: "placeholder", Environment: "none",
-				ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: "none"},
-				Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}}}
-		NewWithT(t).Expect(env.Client.Create(t.Context(), placeholder)).To(Succeed())
+	if upstream == testenv.PlaceholderUpstream {
+		env.CreatePlaceholderUpstream(t, ns)
 	}
+
 	NewWithT(t).Expect(env.Client.Create(t.Context(), stage)).To(Succeed())
 }
 

@@ -137,3 +137,21 @@ func setSuspend(t *testing.T, ns, name string, suspend bool) {
 		g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
 }
+
+// A Stage whose upstream Stage does not exist cannot learn of versions: Ready=False with the
+// source's reason and what to do; it turns Ready once the upstream exists.
+func TestMissingUpstreamMakesTheStageNotReady(t *testing.T) {
+	ns := newNamespace(t)
+	newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "staging"}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonUpstreamUnreadable,
+		"Stage prod cannot read its source: upstream Stage '"+ns+"/staging' does not exist: create it or fix spec.source.upstream")
+	newApplication(t, ns, "staging", ociSpec(ns))
+	newStage(t, ns, "staging", nil)
+	askToLook(t, ns, "prod")
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionReady, metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
+}

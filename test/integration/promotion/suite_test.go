@@ -13,7 +13,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -126,28 +125,10 @@ func newStage(t *testing.T, ns, name string, mutate func(*stagecoachv1.Stage)) *
 		mutate(stage)
 	}
 	if up := stage.Spec.Source.Upstream; up != nil && up.Stage == "none" && up.Namespace == "" {
-		ensurePlaceholderUpstream(t, ns)
+		env.CreatePlaceholderUpstream(t, ns)
 	}
 	NewWithT(t).Expect(env.Client.Create(t.Context(), stage)).To(Succeed())
 	return stage
-}
-
-// ensurePlaceholderUpstream creates the upstream Stage "none" that Stages promoted by hand name:
-// it exists (a missing upstream makes a Stage not Ready) and never offers anything, since its
-// applier does not exist.
-func ensurePlaceholderUpstream(t *testing.T, ns string) {
-	t.Helper()
-	placeholder := &stagecoachv1.Stage{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
-		Spec: stagecoachv1.StageSpec{
-			Service: "placeholder", Environment: "none",
-			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: "none"},
-			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}},
-		},
-	}
-	if err := env.Client.Create(t.Context(), placeholder); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("failed to create the placeholder upstream Stage: %v", err)
-	}
 }
 
 // newPipeline creates staging and prod, each applied by its own Application, prod following

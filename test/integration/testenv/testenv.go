@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller"
 )
 
@@ -145,4 +147,25 @@ func (e *Env) Kubectl(t *testing.T, args ...string) (string, error) {
 	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
 	out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// PlaceholderUpstream is the upstream Stage the suites' Stages promoted by hand name.
+const PlaceholderUpstream = "none"
+
+// CreatePlaceholderUpstream creates, once per namespace, the upstream Stage "none" that Stages
+// promoted by hand follow: it must exist (a missing upstream makes a Stage not Ready), and it
+// never offers anything, since its applier does not exist.
+func (e *Env) CreatePlaceholderUpstream(t *testing.T, ns string) {
+	t.Helper()
+	placeholder := &stagecoachv1.Stage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PlaceholderUpstream},
+		Spec: stagecoachv1.StageSpec{
+			Service: "placeholder", Environment: PlaceholderUpstream,
+			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: PlaceholderUpstream},
+			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: PlaceholderUpstream}},
+		},
+	}
+	if err := e.Client.Create(t.Context(), placeholder); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("failed to create the placeholder upstream Stage in %s: %v", ns, err)
+	}
 }
