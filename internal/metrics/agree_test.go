@@ -64,7 +64,7 @@ func TestDoraAgreesWithMetrics(t *testing.T) {
 	// The history is not trivial: each key has something to agree on.
 	g.Expect(keys[0].TimeToRestore.Count).To(Equal(1), "dev restored once, 15 min after dev-3 failed")
 	g.Expect(keys[0].TimeToRestore.Sum).To(Equal(15 * time.Minute))
-	g.Expect(keys[1].LeadTime.Sum).To(Equal((14 + 95 - 58) * time.Minute), "v5's lead time runs from dev's registry firstSeen")
+	g.Expect(keys[1].LeadTime.Sum).To(Equal((14+95-58)*time.Minute), "v5's lead time runs from dev's registry firstSeen")
 	g.Expect(keys[1].Failures).To(Equal(1))
 }
 
