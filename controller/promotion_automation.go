@@ -115,6 +115,9 @@ func (run *promotionRun) automaticPromotion(c *plan.Candidate) *stagecoachv1.Pro
 		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote, RequestedBy: run.r.Identity,
 			Version: c.Version(), Reason: "automatic: the source offers " + versionString(c.Version())},
 	}
+	if c.FirstSeen != nil { // kept for DORA lead time (internal/dora.FirstSeen)
+		p.Annotations[stagecoachv1.FirstSeenAnnotation] = c.FirstSeen.UTC().Format(time.RFC3339)
+	}
 	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
 	return p
 }

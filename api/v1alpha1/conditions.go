@@ -41,6 +41,10 @@ const (
 	// CreatedAtAnnotation is the exact creation time automation stamps on its Promotions, to
 	// order those created in the same second.
 	CreatedAtAnnotation = "stagecoach.dev/created-at"
+	// FirstSeenAnnotation on an automatic Promotion is when its source first offered the version
+	// (status.candidate.firstSeen, RFC 3339): DORA lead time starts there. The candidate's field
+	// is gone once the Promotion exists, and a Promotion's metadata lasts as long as it does.
+	FirstSeenAnnotation = "stagecoach.dev/first-seen"
 	// RollbackOfAnnotation on a Rollback Promotion names the failed Promotion it undoes.
 	RollbackOfAnnotation = "stagecoach.dev/rollback-of"
 	// VersionAnnotation, PromotionAnnotation and PhaseAnnotation on an applier describe the

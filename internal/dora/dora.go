@@ -84,10 +84,11 @@ func Chain(stages []stagecoachv1.Stage, stage *stagecoachv1.Stage) []*stagecoach
 	return chain
 }
 
-// FirstSeen is when the pipeline first saw a version: the creation of the earliest Promotion of
-// that digest in any Stage of the chain (the pipeline's first Stage creates it as soon as the
-// version is offered and the gates let it). Stagecoach records no registry push time, so this
-// is the start of lead time.
+// FirstSeen is when the pipeline first saw a version, the start of lead time: the earliest of
+// the first Stage's sighting of it in its registry (status.candidate.firstSeen, which automation
+// keeps on the Promotion it creates as FirstSeenAnnotation) and the creation of the earliest
+// Promotion of that digest in any Stage of the chain (all there is for versions that come from
+// people or an upstream). Stagecoach records no registry push time.
 func FirstSeen(chain []*stagecoachv1.Stage, promotions []stagecoachv1.Promotion, d string) (time.Time, bool) {
 	in := make(map[[2]string]bool, len(chain))
 	for _, s := range chain {
@@ -99,11 +100,25 @@ func FirstSeen(chain []*stagecoachv1.Stage, promotions []stagecoachv1.Promotion,
 		if d == "" || digest(p) != d || !in[[2]string{p.Namespace, p.Spec.Stage}] {
 			continue
 		}
-		if t := p.CreationTimestamp.Time; first.IsZero() || t.Before(first) {
+		t := p.CreationTimestamp.Time
+		if seen, ok := seenAt(p); ok && seen.Before(t) {
+			t = seen
+		}
+		if first.IsZero() || t.Before(first) {
 			first = t
 		}
 	}
 	return first, !first.IsZero()
+}
+
+// seenAt is when the source first offered a Promotion's version, when automation kept it.
+func seenAt(p *stagecoachv1.Promotion) (time.Time, bool) {
+	s, ok := p.Annotations[stagecoachv1.FirstSeenAnnotation]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return t, err == nil
 }
 
 // LeadTime is how long a deployment took from the version's first sighting to Verified here.

@@ -70,6 +70,15 @@ func TestCompute(t *testing.T) {
 				LeadTime: durations(60*time.Minute, 30*time.Minute)},
 		},
 		{
+			name: "lead time starts when the first Stage's registry first offered the version, when automation kept it",
+			promotions: []stagecoachv1.Promotion{
+				seen(finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35), 5),
+				finished("prod-1", "prod", promote, "sha256:1", ok, 50, 60),
+			},
+			until: day,
+			want:  Keys{Deployments: 1, DeploymentsPerDay: 1, Changes: 1, LeadTime: durations(55 * time.Minute)},
+		},
+		{
 			name: "change failure rate counts failed and rolled-back promotes over promotes; rollbacks and aborted ones are not changes",
 			promotions: []stagecoachv1.Promotion{
 				finished("p1", "prod", promote, "sha256:1", ok, 0, 10),
@@ -139,6 +148,64 @@ func TestCompute(t *testing.T) {
 }
 
 func durations(ds ...time.Duration) Durations { return summarise(ds) }
+
+// seen stamps when the source first offered p's version, as automation does.
+func seen(p stagecoachv1.Promotion, min int) stagecoachv1.Promotion {
+	p.Annotations = map[string]string{stagecoachv1.FirstSeenAnnotation: at(min).UTC().Format(time.RFC3339)}
+	return p
+}
+
+func TestFirstSeen(t *testing.T) {
+	stages := []stagecoachv1.Stage{stage("dev", "dev", ""), stage("staging", "staging", "dev"), stage("prod", "prod", "staging"),
+		stage("other", "dev", "")}
+	chain := Chain(stages, &stages[2])
+	tests := []struct {
+		name       string
+		promotions []stagecoachv1.Promotion
+		want       int // minute; -1: not seen
+	}{
+		{name: "the first Stage's firstSeen, kept on its automatic Promotion",
+			promotions: []stagecoachv1.Promotion{seen(finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35), 10),
+				finished("staging-1", "staging", promote, "sha256:1", ok, 40, 45)},
+			want: 10},
+		{name: "without firstSeen, the earliest Promotion of the digest in the chain",
+			promotions: []stagecoachv1.Promotion{finished("staging-1", "staging", promote, "sha256:1", ok, 40, 45),
+				finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35)},
+			want: 30},
+		{name: "a person promoted the version before the registry offered it: the earlier of the two",
+			promotions: []stagecoachv1.Promotion{finished("dev-hand", "dev", promote, "sha256:1", failed, 5, 8),
+				seen(finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35), 20)},
+			want: 5},
+		{name: "another digest's firstSeen does not count",
+			promotions: []stagecoachv1.Promotion{seen(finished("dev-0", "dev", promote, "sha256:0", ok, 3, 4), 1),
+				finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35)},
+			want: 30},
+		{name: "a Stage outside the chain does not count",
+			promotions: []stagecoachv1.Promotion{seen(finished("other-1", "other", promote, "sha256:1", ok, 3, 4), 1),
+				finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35)},
+			want: 30},
+		{name: "an unreadable firstSeen falls back to the Promotion's creation",
+			promotions: func() []stagecoachv1.Promotion {
+				p := finished("dev-1", "dev", promote, "sha256:1", ok, 30, 35)
+				p.Annotations = map[string]string{stagecoachv1.FirstSeenAnnotation: "yesterday"}
+				return []stagecoachv1.Promotion{p}
+			}(),
+			want: 30},
+		{name: "never seen", promotions: []stagecoachv1.Promotion{finished("dev-0", "dev", promote, "sha256:0", ok, 3, 4)}, want: -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, ok := FirstSeen(chain, tt.promotions, "sha256:1")
+			if tt.want < 0 {
+				g.Expect(ok).To(BeFalse())
+				return
+			}
+			g.Expect(ok).To(BeTrue())
+			g.Expect(got).To(BeTemporally("==", at(tt.want).Time))
+		})
+	}
+}
 
 func TestSummarise(t *testing.T) {
 	tests := []struct {

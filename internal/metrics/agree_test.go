@@ -34,7 +34,7 @@ func TestDoraAgreesWithMetrics(t *testing.T) {
 		promotion("prod-2-rb", "prod", rollback, "sha256:1", ok, 40, 40, 41, 42, 45, 45),
 		promotion("dev-3", "dev", promote, "sha256:3", failed, 50, 50, 51, -1, -1, 55),
 		promotion("dev-4", "dev", promote, "sha256:4", failed, 56, 56, 57, -1, -1, 60),
-		promotion("dev-5", "dev", promote, "sha256:5", ok, 61, 61, 62, 63, 70, 70),
+		firstSeen(promotion("dev-5", "dev", promote, "sha256:5", ok, 61, 61, 62, 63, 70, 70), 58),
 		promotion("prod-5", "prod", promote, "sha256:5", ok, 80, 80, 81, 85, 95, 95),
 		promotion("prod-6", "prod", promote, "sha256:6", abortedPh, 96, -1, -1, -1, -1, 97),
 	}
@@ -64,6 +64,12 @@ func TestDoraAgreesWithMetrics(t *testing.T) {
 	// The history is not trivial: each key has something to agree on.
 	g.Expect(keys[0].TimeToRestore.Count).To(Equal(1), "dev restored once, 15 min after dev-3 failed")
 	g.Expect(keys[0].TimeToRestore.Sum).To(Equal(15 * time.Minute))
-	g.Expect(keys[1].LeadTime.Sum).To(Equal((14 + 95 - 61) * time.Minute))
+	g.Expect(keys[1].LeadTime.Sum).To(Equal((14+95-58)*time.Minute), "v5's lead time runs from dev's registry firstSeen")
 	g.Expect(keys[1].Failures).To(Equal(1))
+}
+
+// firstSeen stamps when the registry first offered p's version, as automation does.
+func firstSeen(p stagecoachv1.Promotion, min int) stagecoachv1.Promotion {
+	p.Annotations = map[string]string{stagecoachv1.FirstSeenAnnotation: at(min).UTC().Format(time.RFC3339)}
+	return p
 }

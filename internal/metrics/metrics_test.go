@@ -133,27 +133,44 @@ stagecoach_metrics_scrape_errors 0
 func ptr[T any](v T) *T { return &v }
 
 func TestPhaseDurations(t *testing.T) {
-	stage := newStage("prod", "prod")
-	stage.Spec.Verification = &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: 2 * time.Minute}}
+	withChecks := func(grace time.Duration) *stagecoachv1.Stage {
+		s := newStage("prod", "prod")
+		s.Spec.Verification = &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: grace},
+			Checks: []stagecoachv1.Check{{Name: "smoke"}}}
+		return s
+	}
+	noChecks := newStage("prod", "prod")
+	noChecks.Spec.Verification = &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: 2 * time.Minute}}
 	previous := promotion("prev", "prod", stagecoachv1.ActionPromote, "sha256:p", stagecoachv1.PhaseSucceeded, 0, 0, 1, 2, 3, 5)
+	verified := promotion("p", "prod", stagecoachv1.ActionPromote, "sha256:a", stagecoachv1.PhaseSucceeded, 1, 8, 9, 12, 20, 20)
 	tests := []struct {
-		name string
-		p    stagecoachv1.Promotion
-		want map[string]time.Duration
+		name  string
+		stage *stagecoachv1.Stage
+		p     stagecoachv1.Promotion
+		want  map[string]time.Duration
 	}{
-		{name: "never started: nothing", p: promotion("p", "prod", stagecoachv1.ActionPromote, "sha256:a", stagecoachv1.PhaseAborted, 1, -1, -1, -1, -1, 9),
+		{name: "never started: nothing", stage: withChecks(2 * time.Minute),
+			p:    promotion("p", "prod", stagecoachv1.ActionPromote, "sha256:a", stagecoachv1.PhaseAborted, 1, -1, -1, -1, -1, 9),
 			want: map[string]time.Duration{}},
-		{name: "queued behind the previous Promotion, then gates, then every phase; checks after the grace",
-			p: promotion("p", "prod", stagecoachv1.ActionPromote, "sha256:a", stagecoachv1.PhaseSucceeded, 1, 8, 9, 12, 20, 20),
+		{name: "queued behind the previous Promotion, then gates, then every phase; checks after the grace", stage: withChecks(2 * time.Minute),
+			p: verified,
 			want: map[string]time.Duration{PhaseQueued: 4 * time.Minute, PhaseGates: 3 * time.Minute, PhaseApplying: time.Minute,
 				PhaseLanding: 3 * time.Minute, PhaseGrace: 2 * time.Minute, PhaseVerification: 6 * time.Minute}},
-		{name: "created after the previous ended: no queue; failed before landing",
+		{name: "no verification checks: landed → verified is all grace, and no verification series", stage: noChecks,
+			p: verified,
+			want: map[string]time.Duration{PhaseQueued: 4 * time.Minute, PhaseGates: 3 * time.Minute, PhaseApplying: time.Minute,
+				PhaseLanding: 3 * time.Minute, PhaseGrace: 8 * time.Minute}},
+		{name: "no grace: landed → verified is all checks, and no grace series", stage: withChecks(0),
+			p: verified,
+			want: map[string]time.Duration{PhaseQueued: 4 * time.Minute, PhaseGates: 3 * time.Minute, PhaseApplying: time.Minute,
+				PhaseLanding: 3 * time.Minute, PhaseVerification: 8 * time.Minute}},
+		{name: "created after the previous ended: no queue; failed before landing", stage: withChecks(2 * time.Minute),
 			p:    promotion("p", "prod", stagecoachv1.ActionPromote, "sha256:a", stagecoachv1.PhaseFailed, 6, 7, 7, -1, -1, 17),
 			want: map[string]time.Duration{PhaseQueued: 0, PhaseGates: time.Minute, PhaseApplying: 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(PhaseDurations(stage, []stagecoachv1.Promotion{previous, tt.p}, &tt.p)).To(Equal(tt.want))
+			NewWithT(t).Expect(PhaseDurations(tt.stage, []stagecoachv1.Promotion{previous, tt.p}, &tt.p)).To(Equal(tt.want))
 		})
 	}
 }

@@ -151,7 +151,8 @@ func (o *Observer) pipeline(ctx context.Context, stage *stagecoachv1.Stage) ([]s
 
 // PhaseDurations is the time a finished Promotion spent in each phase it went through. Only
 // status times are used, so the numbers are the same after a restart: queued ends when the
-// Stage's previous Promotion finished, and grace when the Stage's grace period ran out.
+// Stage's previous Promotion finished, and grace when the Stage's grace period ran out (when
+// verification checks follow it).
 func PhaseDurations(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, p *stagecoachv1.Promotion) map[string]time.Duration {
 	st, out := p.Status, map[string]time.Duration{}
 	if st.StartedAt == nil {
@@ -181,9 +182,17 @@ func PhaseDurations(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promoti
 	if st.VerifiedAt == nil {
 		return out
 	}
+	// A phase the Stage does not have gets no series (each is a histogram per Stage): without
+	// verification checks, all of landed → verified is the grace; without a grace, the checks.
 	held := max(st.VerifiedAt.Sub(st.LandedAt.Time), 0)
+	if v := stage.Spec.Verification; v == nil || len(v.Checks) == 0 {
+		out[PhaseGrace] = held
+		return out
+	}
 	grace := min(held, stage.GetGrace())
-	out[PhaseGrace] = grace
+	if grace > 0 {
+		out[PhaseGrace] = grace
+	}
 	out[PhaseVerification] = held - grace
 	return out
 }

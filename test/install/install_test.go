@@ -286,6 +286,55 @@ func TestChartValues(t *testing.T) {
 			g.Expect(c["args"]).To(ContainElement("--metrics-bind-address=:9090"))
 			g.Expect(c["ports"]).To(ContainElement(HaveKeyWithValue("containerPort", BeEquivalentTo(9090))))
 		}},
+		{name: "monitoring is off by default", values: `{}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			g.Expect(find(objs, "Service", "stagecoach-metrics")).To(BeNil())
+			g.Expect(find(objs, "ConfigMap", "stagecoach-dashboard")).To(BeNil())
+			for _, o := range objs {
+				g.Expect(o.GetAPIVersion()).NotTo(HavePrefix("monitoring.coreos.com/"), key(o))
+			}
+		}},
+		{name: "monitoring on: manifests/monitoring in the release's namespace, with the selectors' labels", namespace: "ops",
+			values: `{metrics: {port: 9090, serviceMonitor: {enabled: true, interval: 1m, labels: {release: prom}},
+				prometheusRule: {enabled: true, labels: {release: prom}}, dashboard: {enabled: true}}}`,
+			check: func(g *WithT, objs []*unstructured.Unstructured) {
+				monitoring := monitoringManifests(g)
+				svc := find(objs, "Service", "stagecoach-metrics")
+				g.Expect(svc).NotTo(BeNil(), "the ServiceMonitor needs the Service")
+				g.Expect(svc.GetNamespace()).To(Equal("ops"))
+				g.Expect(svc.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/component", "metrics"))
+				g.Expect(field(svc, "spec", "ports")).To(Equal([]any{map[string]any{"name": "metrics", "port": float64(9090), "targetPort": "metrics"}}))
+				g.Expect(field(svc, "spec", "selector")).To(Equal(field(find(monitoring, "Service", "stagecoach-metrics"), "spec", "selector")))
+
+				sm := find(objs, "ServiceMonitor", "stagecoach-controller")
+				g.Expect(sm).NotTo(BeNil())
+				g.Expect(sm.GetNamespace()).To(Equal("ops"))
+				g.Expect(sm.GetLabels()).To(Equal(map[string]string{"app.kubernetes.io/name": "stagecoach-controller", "release": "prom"}))
+				g.Expect(field(sm, "spec", "namespaceSelector")).To(Equal(map[string]any{"matchNames": []any{"ops"}}))
+				g.Expect(field(sm, "spec", "selector")).To(Equal(field(find(monitoring, "ServiceMonitor", "stagecoach-controller"), "spec", "selector")))
+				g.Expect(svc.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/name", "stagecoach-controller"), "the ServiceMonitor selects the Service")
+				g.Expect(field(sm, "spec", "endpoints")).To(Equal([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "1m", "honorLabels": true}}))
+
+				rule := find(objs, "PrometheusRule", "stagecoach")
+				g.Expect(rule).NotTo(BeNil())
+				g.Expect(rule.GetNamespace()).To(Equal("ops"))
+				g.Expect(rule.GetLabels()).To(HaveKeyWithValue("release", "prom"))
+				g.Expect(field(rule, "spec")).To(Equal(field(find(monitoring, "PrometheusRule", "stagecoach"), "spec")), "the rules are manifests/monitoring's, untouched")
+
+				dashboard := find(objs, "ConfigMap", "stagecoach-dashboard")
+				g.Expect(dashboard).NotTo(BeNil())
+				g.Expect(dashboard.GetLabels()).To(HaveKeyWithValue("grafana_dashboard", "1"))
+				want, err := os.ReadFile(filepath.Join(repoRoot(), "manifests", "monitoring", "grafana-dashboard.json"))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(field(dashboard, "data", "grafana-dashboard.json")).To(MatchJSON(want))
+			}},
+		{name: "a Service alone, without the Prometheus Operator", values: `{metrics: {service: {enabled: true}}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			g.Expect(find(objs, "Service", "stagecoach-metrics")).NotTo(BeNil())
+			g.Expect(find(objs, "ServiceMonitor", "stagecoach-controller")).To(BeNil())
+		}},
+		{name: "metrics off: no monitoring, whatever else asks", values: `{metrics: {enabled: false, serviceMonitor: {enabled: true}}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			g.Expect(find(objs, "Service", "stagecoach-metrics")).To(BeNil())
+			g.Expect(find(objs, "ServiceMonitor", "stagecoach-controller")).To(BeNil())
+		}},
 		{name: "without policies: no admission policies", values: `{policies: {enabled: false}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			for _, o := range objs {
 				g.Expect(o.GetKind()).NotTo(HavePrefix("ValidatingAdmissionPolicy"))
@@ -333,6 +382,9 @@ func TestChartCopies(t *testing.T) {
 		{"manifests/policies/approval-guard.yaml", "charts/stagecoach/files/policies/approval-guard.yaml"},
 		{"manifests/policies/stage-status-guard.yaml", "charts/stagecoach/files/policies/stage-status-guard.yaml"},
 		{"manifests/policies/flux-guard.yaml", "charts/stagecoach/files/policies/flux-guard.yaml"},
+		{"manifests/monitoring/servicemonitor.yaml", "charts/stagecoach/files/monitoring/servicemonitor.yaml"},
+		{"manifests/monitoring/prometheusrule.yaml", "charts/stagecoach/files/monitoring/prometheusrule.yaml"},
+		{"manifests/monitoring/grafana-dashboard.json", "charts/stagecoach/files/monitoring/grafana-dashboard.json"},
 	}
 	for _, c := range crds {
 		pairs = append(pairs, [2]string{"manifests/crds/" + filepath.Base(c), "charts/stagecoach/crds/" + filepath.Base(c)})
@@ -351,4 +403,17 @@ func TestChartCopies(t *testing.T) {
 			g.Expect(strings.Compare(string(got), string(want))).To(BeZero(), "%s differs from %s: run make generate", p[1], p[0])
 		})
 	}
+}
+
+// monitoringManifests are the objects of manifests/monitoring, which the chart renders when asked.
+func monitoringManifests(g *WithT) []*unstructured.Unstructured {
+	var all []byte
+	for _, name := range []string{"service.yaml", "servicemonitor.yaml", "prometheusrule.yaml"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot(), "manifests", "monitoring", name))
+		g.Expect(err).NotTo(HaveOccurred())
+		all = append(append(all, "---\n"...), data...)
+	}
+	objs, err := parseDocs(all)
+	g.Expect(err).NotTo(HaveOccurred())
+	return objs
 }

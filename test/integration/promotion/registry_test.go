@@ -245,6 +245,8 @@ func TestRegistrySourceSoaksFromFirstSeen(t *testing.T) {
 	g.Expect(p.Spec.Version.Digest).To(Equal(v1))
 	g.Expect(time.Since(started)).To(BeNumerically(">=", 2*time.Second))
 	g.Expect(p.CreationTimestamp.Time).To(BeTemporally(">=", s.Status.Candidate.FirstSeen.Add(3*time.Second-time.Second)))
+	// The Promotion keeps when the version was first seen, for DORA lead time (issue 20).
+	g.Expect(p.Annotations).To(HaveKeyWithValue(stagecoachv1.FirstSeenAnnotation, s.Status.Candidate.FirstSeen.UTC().Format(time.RFC3339)))
 	app.deploy(v1, false, "Succeeded", "Healthy")
 	eventuallyPhase(t, ns, p.Name, stagecoachv1.PhaseSucceeded)
 }
