@@ -149,7 +149,7 @@ BENCH_ARGS ?=
 bench-scale: envtest-assets ## make bench-scale N=5000: first sync, idle CPU/RSS, resync and 100 promotions at once, against the scale goals.
 	@mkdir -p $(CACHE_DIR)/bench-scale
 	go build -o $(CACHE_DIR)/bench-scale/stagecoach ./cmd/stagecoach
-	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/scale -n $(N) -controller $(CACHE_DIR)/bench-scale/stagecoach -args "$(BENCH_ARGS)"
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/scale -n $(N) -controller $(CACHE_DIR)/bench-scale/stagecoach -logs $(CACHE_DIR)/bench-scale -args "$(BENCH_ARGS)"
 
 # Container image and release files, without Docker (hack/image, hack/release). Every timestamp in
 # the image is the commit's time, so the same commit gives the same digest.

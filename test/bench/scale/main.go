@@ -67,7 +67,7 @@ var envs = []string{"dev", "qa", "staging", "prod"}
 type config struct {
 	n, promotions, perNamespace int
 	idle                        time.Duration
-	binary, args                string
+	binary, args, logs          string
 }
 
 func main() {
@@ -78,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.idle, "idle", 60*time.Second, "how long idle CPU and RSS are sampled")
 	flag.StringVar(&c.binary, "controller", "", "the stagecoach binary (make bench-scale builds it)")
 	flag.StringVar(&c.args, "args", "", "extra controller flags, space-separated")
+	flag.StringVar(&c.logs, "logs", "", "folder for the controller's logs (a temporary one when empty)")
 	flag.Parse()
 	if c.binary == "" {
 		fmt.Fprintln(os.Stderr, "scale: -controller is required: run it with make bench-scale")
@@ -95,6 +96,9 @@ func stageName(p, e int) string { return fmt.Sprintf("p%d-%s", p, envs[e]) }
 func namespace(c config, p int) string {
 	return fmt.Sprintf("scale-%d", p*len(envs)/c.perNamespace)
 }
+
+// originNamespace holds the Stage every pipeline follows.
+const originNamespace = "scale-origin"
 
 func digest(i int) string { return fmt.Sprintf("sha256:%064x", i) }
 
@@ -121,6 +125,9 @@ func run(c config) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	if c.logs == "" {
+		c.logs = dir
+	}
 	kubeconfig, err := writeKubeconfig(env.Environment, dir)
 	if err != nil {
 		return err
@@ -139,11 +146,11 @@ func run(c config) error {
 	}
 
 	// First sync.
-	proc, err := startController(ctx, c, kubeconfig, filepath.Join(dir, "controller-1.log"))
+	proc, err := startController(ctx, c, kubeconfig, filepath.Join(c.logs, "controller-1.log"))
 	if err != nil {
 		return err
 	}
-	firstSync, err := proc.waitSynced(ctx, func() bool { return stages.synced() == c.n }, 0)
+	firstSync, err := proc.waitSynced(ctx, func() bool { return stages.synced() == c.n+1 }, 0)
 	if err != nil {
 		return err
 	}
@@ -162,7 +169,7 @@ func run(c config) error {
 		return err
 	}
 	beforeRestart := proc.counts(ctx, cl, stages)
-	proc, err = startController(ctx, c, kubeconfig, filepath.Join(dir, "controller-2.log"))
+	proc, err = startController(ctx, c, kubeconfig, filepath.Join(c.logs, "controller-2.log"))
 	if err != nil {
 		return err
 	}
@@ -283,20 +290,33 @@ func setup(ctx context.Context, c config, cl client.Client) error {
 		}
 	}
 	zero := metav1.Duration{}
+	// Every pipeline follows one origin Stage, so that no Stage's source is unreadable (an
+	// origin that follows nothing is the one exception).
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: originNamespace}}); err != nil {
+		return err
+	}
+	if err := cl.Create(ctx, settledApp(originNamespace, "origin")); err != nil {
+		return err
+	}
+	if err := cl.Create(ctx, &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Name: "origin", Namespace: originNamespace}, Spec: stagecoachv1.StageSpec{
+		Service: "origin", Environment: "origin", ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: "origin"},
+		Source: stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}}}); err != nil {
+		return err
+	}
 	return parallel(c.n, 16, func(i int) error {
 		p, e := i/len(envs), i%len(envs)
 		ns, name := namespace(c, p), stageName(p, e)
 		if err := cl.Create(ctx, settledApp(ns, name)); err != nil {
 			return fmt.Errorf("failed to create Application %s/%s: %w", ns, name, err)
 		}
-		up := "none"
+		up := &stagecoachv1.UpstreamSource{Stage: "origin", Namespace: originNamespace}
 		if e > 0 {
-			up = stageName(p, e-1)
+			up = &stagecoachv1.UpstreamSource{Stage: stageName(p, e-1)}
 		}
 		s := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: stagecoachv1.StageSpec{
 			Service: fmt.Sprintf("svc-%d", p), Environment: envs[e],
 			ApplyRef:     stagecoachv1.ApplierReference{Kind: "Application", Name: name},
-			Source:       stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: up}},
+			Source:       stagecoachv1.StageSource{Upstream: up},
 			Verification: &stagecoachv1.VerificationPolicy{Grace: &zero}}}
 		if err := cl.Create(ctx, s); err != nil {
 			return fmt.Errorf("failed to create Stage %s/%s: %w", ns, name, err)
