@@ -605,21 +605,52 @@ func promote(ctx context.Context, c config, cl client.WithWatch) ([]time.Duratio
 	n := min(c.promotions, c.n/len(envs))
 	succeeded := map[string]time.Time{}
 	var mu sync.Mutex
-	w, err := cl.Watch(ctx, &stagecoachv1.PromotionList{})
+	mark := func(pr *stagecoachv1.Promotion, now time.Time) {
+		if pr.Status.Phase != stagecoachv1.PhaseSucceeded {
+			return
+		}
+		mu.Lock()
+		if _, ok := succeeded[pr.Namespace+"/"+pr.Name]; !ok {
+			succeeded[pr.Namespace+"/"+pr.Name] = now
+		}
+		mu.Unlock()
+	}
+	first, err := cl.Watch(ctx, &stagecoachv1.PromotionList{})
 	if err != nil {
 		return nil, err
 	}
-	defer w.Stop()
+	// The API server may end a watch early (its watch cache under load): watch again, and take
+	// what a list shows then as seen now (an overestimate, said so below).
+	var rewatched atomic.Int64
 	go func() {
-		for ev := range w.ResultChan() {
-			if pr, ok := ev.Object.(*stagecoachv1.Promotion); ok && pr.Status.Phase == stagecoachv1.PhaseSucceeded {
-				now := time.Now()
-				mu.Lock()
-				if _, ok := succeeded[pr.Namespace+"/"+pr.Name]; !ok {
-					succeeded[pr.Namespace+"/"+pr.Name] = now
+		w := first
+		for {
+			for ev := range w.ResultChan() {
+				if pr, ok := ev.Object.(*stagecoachv1.Promotion); ok {
+					mark(pr, time.Now())
 				}
-				mu.Unlock()
 			}
+			if ctx.Err() != nil {
+				return
+			}
+			rewatched.Add(1)
+			again, err := cl.Watch(ctx, &stagecoachv1.PromotionList{})
+			if err != nil {
+				return
+			}
+			w = again
+			var list stagecoachv1.PromotionList
+			if cl.List(ctx, &list) == nil {
+				now := time.Now()
+				for i := range list.Items {
+					mark(&list.Items[i], now)
+				}
+			}
+		}
+	}()
+	defer func() {
+		if n := rewatched.Load(); n > 0 {
+			fmt.Printf("the Promotion watch ended %d times early and was started again\n", n)
 		}
 	}()
 	apps := make([]*fakeargocd.App, n)
@@ -686,7 +717,9 @@ func promote(ctx context.Context, c config, cl client.WithWatch) ([]time.Duratio
 				break
 			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("Promotion %s did not succeed in 2 minutes", key)
+				pr := &stagecoachv1.Promotion{}
+				_ = cl.Get(ctx, client.ObjectKey{Namespace: apps[p].Key.Namespace, Name: apps[p].Key.Name + "-1"}, pr)
+				return nil, fmt.Errorf("Promotion %s did not succeed in 2 minutes: phase %s, conditions %+v", key, pr.Status.Phase, pr.Status.Conditions)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
