@@ -87,6 +87,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := mgr.AddReadyzCheck("informers", cacheSyncedCheck(mgr.GetCache())); err != nil {
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
+	applierCache, err := newApplierCache(mgr, opts.WatchNamespaces)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the cache of appliers: %w", err)
+	}
+	if err := mgr.Add(cacheRunnable{applierCache}); err != nil {
+		return nil, fmt.Errorf("failed to add the cache of appliers: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("applier-informers", cacheSyncedCheck(applierCache)); err != nil {
+		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
+	}
+	appliers := &applierReader{cache: applierCache, live: mgr.GetAPIReader()}
 	versions, err := newServerVersionReader(mgr.GetConfig(), 10*time.Minute)
 	if err != nil {
 		return nil, err
@@ -100,14 +111,15 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		CheckPluginDir:            opts.CheckPluginDir,
 		ClusterFreezeNamespace:    opts.ClusterFreezeNamespace,
 		AllowInternalCheckTargets: opts.AllowInternalCheckTargets,
-		Client:                    mgr.GetClient(),
+		Client:                    writeTrackingClient{Client: mgr.GetClient(), appliers: appliers},
 		APIReader:                 mgr.GetAPIReader(),
+		appliers:                  appliers,
 		RESTMapper:                mgr.GetRESTMapper(),
 		Events:                    mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval:      opts.ApplierRetryInterval,
 		PolicyRecheckInterval:     opts.PolicyRecheckInterval,
 		Clock:                     opts.Clock,
-		Observer:                  &metrics.Observer{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Vectors: metrics.Shared()},
+		Observer:                  &metrics.Observer{Reader: mgr.GetClient(), APIReader: appliers, Vectors: metrics.Shared()},
 	}
 	if opts.EventsAddr != "" {
 		recorder, err := fluxevents.NewRecorder(ctrl.Log.WithName("flux-events"), opts.EventsAddr, ControllerName,

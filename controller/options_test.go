@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -52,6 +53,21 @@ func TestOptionsValidate(t *testing.T) {
 				return
 			}
 			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+func TestDefaultConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		cores, want int
+	}{
+		{cores: 1, want: 16},
+		{cores: 2, want: 16},
+		{cores: 4, want: 32},
+		{cores: 16, want: 128},
+	} {
+		t.Run(fmt.Sprintf("%d cores", tc.cores), func(t *testing.T) {
+			NewWithT(t).Expect(defaultConcurrency(tc.cores)).To(Equal(tc.want))
 		})
 	}
 }

@@ -33,8 +33,7 @@ type StageReconciler struct {
 	client.Client
 	// Identity is the controller's user name, the requester of the Promotions automation creates.
 	Identity string
-	// APIReader reads appliers live: their kinds are watched only once a Stage names them, and a
-	// Forbidden answer must be told apart from a missing object.
+	// APIReader reads live what is not cached; appliers fall back to it (see applierReader).
 	APIReader  client.Reader
 	RESTMapper meta.RESTMapper
 	Events     events.EventRecorder
@@ -82,6 +81,8 @@ type StageReconciler struct {
 	watcher        *applierWatcher
 	fleet          *fleetWatches
 	hookEvents     chan event.GenericEvent
+	// appliers reads appliers from the label-selected cache where that is safe (nil: live).
+	appliers *applierReader
 }
 
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
@@ -304,7 +305,7 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, obj)
+	err = r.applierReader().Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
@@ -324,6 +325,15 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 	}
 	return applierVerdict{ready: true, reason: stagecoachv1.ReasonApplierReady, applier: applier, gvk: gvk, obj: obj,
 		message: fmt.Sprintf("%s is readable and labelled for this Stage", described)}, nil
+}
+
+// applierReader reads appliers: from the label-selected cache when it is fresh enough, else live
+// (a live read is what tells Forbidden from missing; see applierReader).
+func (r *StageReconciler) applierReader() client.Reader {
+	if r.appliers == nil {
+		return r.APIReader
+	}
+	return r.appliers
 }
 
 // kustomizationGVK is the kind of spec.applyRef.kustomization.
@@ -348,7 +358,7 @@ func (r *StageReconciler) checkThrough(ctx context.Context, stage *stagecoachv1.
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(kustomizationGVK)
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: stage.Spec.ApplyRef.Kustomization}, obj)
+	err := r.applierReader().Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: stage.Spec.ApplyRef.Kustomization}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return notReady(stagecoachv1.ReasonApplierUnreadable, described+" is missing: create it or fix spec.applyRef.kustomization")

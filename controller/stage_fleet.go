@@ -67,7 +67,7 @@ func applicationSetOwners(o client.Object) []string {
 
 // setupFleet registers the index of Stages with waves.
 func (r *StageReconciler) setupFleet(ctx context.Context, mgr ctrl.Manager) error {
-	r.fleet = &fleetWatches{}
+	r.fleet = &fleetWatches{cache: mgr.GetCache()}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &stagecoachv1.Stage{}, wavesIndexKey, func(o client.Object) []string {
 		if s := o.(*stagecoachv1.Stage); len(s.Spec.Waves) > 0 {
 			return []string{"true"}
@@ -85,6 +85,9 @@ func (r *StageReconciler) setupFleet(ctx context.Context, mgr ctrl.Manager) erro
 type fleetWatches struct {
 	mu      sync.Mutex
 	started bool
+	// cache is the manager's: it holds every Application (the generated ones need not carry the
+	// Stage label the cache of appliers selects on) and the cluster Secrets (label-selected).
+	cache cache.Cache
 }
 
 func (r *StageReconciler) ensureFleetWatches(ctx context.Context) error {
@@ -94,16 +97,16 @@ func (r *StageReconciler) ensureFleetWatches(ctx context.Context) error {
 	if f.started {
 		return nil
 	}
-	// Application events reach the Stage through stagesForApplier (by owner).
-	if err := r.watcher.ensure(applicationGVK); err != nil {
-		return err
-	}
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(applicationGVK)
-	if err := r.watcher.cache.IndexField(ctx, app, applicationOwnerIndexKey, applicationSetOwners); err != nil {
+	if err := f.cache.IndexField(ctx, app, applicationOwnerIndexKey, applicationSetOwners); err != nil {
 		return fmt.Errorf("failed to index Applications by ApplicationSet: %w", err)
 	}
-	if err := r.watcher.controller.Watch(source.Kind(r.watcher.cache, client.Object(&corev1.Secret{}),
+	// Application events reach the Stage through stagesForApplier (by owner).
+	if err := r.watcher.controller.Watch(source.Kind(f.cache, client.Object(app), r.watcher.handler)); err != nil {
+		return fmt.Errorf("failed to watch the Applications of ApplicationSets: %w", err)
+	}
+	if err := r.watcher.controller.Watch(source.Kind(f.cache, client.Object(&corev1.Secret{}),
 		handler.EnqueueRequestsFromMapFunc(r.stagesForClusterSecret))); err != nil {
 		return fmt.Errorf("failed to watch Argo CD cluster Secrets: %w", err)
 	}
@@ -247,12 +250,12 @@ func (r *StageReconciler) chooseFleet(ctx context.Context, stage *stagecoachv1.S
 func (r *StageReconciler) readFleet(ctx context.Context, appSet *unstructured.Unstructured) (*fleetEngine, []string, error) {
 	apps := &unstructured.UnstructuredList{}
 	apps.SetGroupVersionKind(applicationGVK.GroupVersion().WithKind("ApplicationList"))
-	if err := r.watcher.cache.List(ctx, apps, client.InNamespace(appSet.GetNamespace()),
+	if err := r.fleet.cache.List(ctx, apps, client.InNamespace(appSet.GetNamespace()),
 		client.MatchingFields{applicationOwnerIndexKey: appSet.GetName()}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list the Applications of ApplicationSet %q: %w", appSet.GetName(), err)
 	}
 	var secrets corev1.SecretList
-	if err := r.watcher.cache.List(ctx, &secrets, client.InNamespace(appSet.GetNamespace()),
+	if err := r.fleet.cache.List(ctx, &secrets, client.InNamespace(appSet.GetNamespace()),
 		client.MatchingLabels{waves.SecretTypeLabel: waves.SecretTypeCluster}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list the Argo CD cluster Secrets of namespace %q: %w", appSet.GetNamespace(), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,7 +99,12 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		func(o client.Object) []string { return []string{o.(*stagecoachv1.Approval).Spec.Stage} }); err != nil {
 		return fmt.Errorf("failed to index Approvals by Stage: %w", err)
 	}
-	r.watcher = &applierWatcher{cache: mgr.GetCache(), handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier),
+	// Appliers are watched in the label-selected cache of appliers (newApplierCache) when there is one.
+	watched := mgr.GetCache()
+	if r.appliers != nil && r.appliers.cache != nil {
+		watched = r.appliers.cache
+	}
+	r.watcher = &applierWatcher{cache: watched, appliers: r.appliers, handler: handler.EnqueueRequestsFromMapFunc(r.stagesForApplier),
 		namespaces: r.WatchNamespaces}
 	if err := r.setupFleet(ctx, mgr); err != nil {
 		return err
@@ -137,12 +143,43 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&stagecoachv1.Freeze{}, handler.EnqueueRequestsFromMapFunc(r.stagesFrozenBy)).
 		// Notification hooks wake Stages directly.
 		WatchesRawSource(source.Channel(r.hookEvents, &handler.EnqueueRequestForObject{})).
-		Build(r)
+		Build(conflictsRequeued{r})
 	if err != nil {
 		return fmt.Errorf("failed to build the Stage controller: %w", err)
 	}
 	r.watcher.controller = c
 	return nil
+}
+
+// conflictsRequeued looks at a Stage again, quietly, when one of its writes lost an
+// optimistic-lock race (another write to the object came first, often our own from the reconcile
+// before): nothing failed, the next reconcile decides again from the newer object. Logging it as
+// an error with a stack trace (158 times at one start at 5,000 Stages) hid the errors that matter.
+type conflictsRequeued struct{ reconcile.Reconciler }
+
+const conflictRetry = 100 * time.Millisecond
+
+func (c conflictsRequeued) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	result, err := c.Reconciler.Reconcile(ctx, req)
+	if err != nil && onlyConflicts(err) {
+		ctrl.LoggerFrom(ctx).V(1).Info("a write lost an optimistic-lock race; looking again", "reason", err.Error())
+		// Soon, not at once: by then the cache holds the write that won.
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return result, err
+}
+
+// onlyConflicts tells whether every error err joins is a Conflict.
+func onlyConflicts(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !onlyConflicts(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return apierrors.IsConflict(err)
 }
 
 // stagesForApplier maps an event on an applier to the Stages naming it (by index) and to the Stage
@@ -290,6 +327,7 @@ type applierWatcher struct {
 	cache      cache.Cache
 	controller controller.Controller
 	handler    handler.EventHandler
+	appliers   *applierReader
 }
 
 // denied returns the first of list and watch the controller may not do on resource in the
@@ -346,5 +384,6 @@ func (w *applierWatcher) ensure(gvk schema.GroupVersionKind) error {
 		w.watching = map[schema.GroupVersionKind]bool{}
 	}
 	w.watching[gvk] = true
+	w.appliers.watch(gvk)
 	return nil
 }

@@ -44,7 +44,10 @@ func (w *stageStatusWriter) commit(ctx context.Context) error {
 	w.before = stage.DeepCopy()
 	old := meta.FindStatusCondition(before.Status.Conditions, stagecoachv1.ConditionReady)
 	now := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
-	if now != nil && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
+	// A Stage found ready at its first reconcile is not news (its status says so): 5,000 Stages
+	// would make 5,000 Events at every new install. A problem found then is.
+	firstReady := old == nil && now != nil && now.Status == metav1.ConditionTrue
+	if now != nil && !firstReady && (old == nil || old.Status != now.Status || old.Reason != now.Reason) {
 		eventType := corev1.EventTypeNormal
 		if now.Status != metav1.ConditionTrue {
 			eventType = corev1.EventTypeWarning

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// newApplierCache is the cache of the engines' objects (Applications, Kustomizations, …): only
+// those labelled stagecoach.dev/stage, without managedFields. A cluster holds many more of them
+// than Stages (4,500 unlabelled Applications beside 500 Stages tripled the controller's memory).
+// It is a cache of its own, not ByObject in the manager's, because ByObject needs each kind's CRD
+// at start and the controller must run before Argo CD or Flux is installed.
+func newApplierCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
+	labelled, err := labels.NewRequirement(stagecoachv1.StageLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	opts := cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.NewSelector().Add(*labelled),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		// A kind no Stage watches is read live, never by starting an informer for one read.
+		ReaderFailOnMissingInformer: true,
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return cache.New(mgr.GetConfig(), opts)
+}
+
+// cacheRunnable starts a cache with the manager's own, before the controllers, on every replica.
+type cacheRunnable struct{ cache.Cache }
+
+func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
+
+// applierReader reads appliers from the label-selected cache when that is as good as a live read,
+// and live otherwise:
+//   - the kind's informer is not running or has not synced: live;
+//   - not in the cache (missing, unlabelled, or forbidden to list): live, which tells a missing
+//     object from a Forbidden answer and from one that lacks the label;
+//   - in the cache but older than the controller's own last write to it (resourceVersion, the
+//     write's answer): live, so that no decision is taken from a state before our own write.
+type applierReader struct {
+	cache cache.Cache // nil reads everything live
+	live  client.Reader
+
+	mu      sync.Mutex
+	watched map[schema.GroupVersionKind]bool
+	written map[objectID]string
+}
+
+type objectID struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+var _ client.Reader = (*applierReader)(nil)
+
+// watch marks a kind as cached (its informer was started by applierWatcher).
+func (a *applierReader) watch(gvk schema.GroupVersionKind) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.watched == nil {
+		a.watched = map[schema.GroupVersionKind]bool{}
+	}
+	a.watched[gvk] = true
+}
+
+// wrote records the resourceVersion the API server gave an object the controller wrote.
+func (a *applierReader) wrote(obj client.Object) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if a == nil || !ok || u.GetResourceVersion() == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.written == nil {
+		a.written = map[objectID]string{}
+	}
+	a.written[objectID{u.GroupVersionKind(), u.GetNamespace(), u.GetName()}] = u.GetResourceVersion()
+}
+
+// Get reads an applier: see applierReader.
+func (a *applierReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok && a.cache != nil && a.synced(ctx, u) {
+		err := a.cache.Get(ctx, key, u, opts...)
+		if err == nil && a.fresh(u) {
+			return nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			ctrl.LoggerFrom(ctx).V(1).Info("reading the applier live: the cache did not answer", "applier", key, "error", err.Error())
+		}
+	}
+	return a.live.Get(ctx, key, obj, opts...)
+}
+
+// List is always live: appliers are read one by one.
+func (a *applierReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return a.live.List(ctx, list, opts...)
+}
+
+// synced tells whether the kind's informer runs and has synced, without waiting for it.
+func (a *applierReader) synced(ctx context.Context, u *unstructured.Unstructured) bool {
+	a.mu.Lock()
+	watched := a.watched[u.GroupVersionKind()]
+	a.mu.Unlock()
+	if !watched {
+		return false
+	}
+	probe := &unstructured.Unstructured{}
+	probe.SetGroupVersionKind(u.GroupVersionKind())
+	informer, err := a.cache.GetInformer(ctx, probe, cache.BlockUntilSynced(false))
+	return err == nil && informer.HasSynced()
+}
+
+// fresh tells whether a cached object is at least as new as the controller's last write to it.
+func (a *applierReader) fresh(u *unstructured.Unstructured) bool {
+	a.mu.Lock()
+	want, ok := a.written[objectID{u.GroupVersionKind(), u.GetNamespace(), u.GetName()}]
+	a.mu.Unlock()
+	if !ok {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(u.GetResourceVersion(), want)
+	return err == nil && cmp >= 0
+}
+
+// writeTrackingClient tells the applierReader of every write to an engine object, so that a
+// cached read never returns a state older than the controller's own write.
+type writeTrackingClient struct {
+	client.Client
+	appliers *applierReader
+}
+
+func (c writeTrackingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	err := c.Client.Patch(ctx, obj, patch, opts...)
+	if err == nil && !isDryRun(opts) {
+		c.appliers.wrote(obj)
+	}
+	return err
+}
+
+func (c writeTrackingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	err := c.Client.Update(ctx, obj, opts...)
+	if err == nil {
+		c.appliers.wrote(obj)
+	}
+	return err
+}
+
+func isDryRun(opts []client.PatchOption) bool {
+	po := &client.PatchOptions{}
+	po.ApplyOptions(opts)
+	return len(po.DryRun) > 0
+}
