@@ -8,9 +8,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
@@ -44,21 +41,7 @@ func buildWith(t *testing.T, resources, components []string, files map[string]st
 			t.Fatal(err)
 		}
 	}
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = types.LoadRestrictionsNone
-	rm, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := rm.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseDocs(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
+	return kustomizeBuild(t, dir)
 }
 
 // A stand-in for the Argo CD install the component patches, with settings of its own that the

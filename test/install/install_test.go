@@ -59,18 +59,9 @@ func parseDocs(data []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// kustomizeInstall builds manifests/ as `kubectl apply -k manifests` would, with the image pinned.
-func kustomizeInstall(t *testing.T, image string) []*unstructured.Unstructured {
+// kustomizeBuild builds the kustomization in dir (which may reach outside it) into objects.
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	dir := t.TempDir()
-	manifests, err := filepath.Rel(dir, filepath.Join(repoRoot(), "manifests")) // kustomize refuses absolute bases
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := fmt.Sprintf("resources: [%s]\nimages: [{name: stagecoach, newName: %s, digest: %q}]\n", manifests, image, testDigest)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsNone
 	rm, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
@@ -86,6 +77,21 @@ func kustomizeInstall(t *testing.T, image string) []*unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	return objs
+}
+
+// kustomizeInstall builds manifests/ as `kubectl apply -k manifests` would, with the image pinned.
+func kustomizeInstall(t *testing.T, image string) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	manifests, err := filepath.Rel(dir, filepath.Join(repoRoot(), "manifests")) // kustomize refuses absolute bases
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("resources: [%s]\nimages: [{name: stagecoach, newName: %s, digest: %q}]\n", manifests, image, testDigest)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kustomizeBuild(t, dir)
 }
 
 // renderChart renders charts/stagecoach like `helm template stagecoach charts/stagecoach
