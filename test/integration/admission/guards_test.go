@@ -95,12 +95,29 @@ func TestFluxGuard(t *testing.T) {
 		return guarded("source.toolkit.fluxcd.io/v1", "OCIRepository", name, map[string]any{
 			"url": "oci://registry.example/manifests/payments", "interval": "5m", "ref": map[string]any{"digest": anyDigest}})
 	}
+	// One policy per kind, each enforced once the API server has read it and its binding: wait for
+	// all three, not only the first.
 	probes := 0
-	g.Eventually(func() error {
-		probes++
-		return alice.Create(t.Context(), oci(fmt.Sprintf("probe-%d", probes)))
-	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(MatchRegexp(
-		`only Stagecoach may create Stagecoach-managed OCIRepository probe-\d+ \(user alice\)`)))
+	for _, kind := range []struct {
+		name   string
+		object func(name string) *unstructured.Unstructured
+	}{
+		{"OCIRepository", oci},
+		{"Kustomization", func(name string) *unstructured.Unstructured {
+			return guarded("kustomize.toolkit.fluxcd.io/v1", "Kustomization", name, map[string]any{
+				"interval": "5m", "prune": true, "sourceRef": map[string]any{"kind": "GitRepository", "name": "payments"}})
+		}},
+		{"HelmRelease", func(name string) *unstructured.Unstructured {
+			return guarded("helm.toolkit.fluxcd.io/v2", "HelmRelease", name, map[string]any{"interval": "5m",
+				"chart": map[string]any{"spec": map[string]any{"chart": "payments", "sourceRef": map[string]any{"kind": "HelmRepository", "name": "charts"}}}})
+		}},
+	} {
+		g.Eventually(func() error {
+			probes++
+			return alice.Create(t.Context(), kind.object(fmt.Sprintf("probe-%d", probes)))
+		}, 10*time.Second, 100*time.Millisecond).Should(MatchError(MatchRegexp(
+			`only Stagecoach may create Stagecoach-managed ` + kind.name + ` probe-\d+ \(user alice\)`)))
+	}
 
 	repo := oci("payments-oci")
 	ks := guarded("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "payments-ks", map[string]any{
