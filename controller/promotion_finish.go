@@ -54,13 +54,22 @@ func (run *promotionRun) finishVerified(ctx context.Context, p *stagecoachv1.Pro
 // automation holds, and a failed promote rolls back to the last verified version (plan.RollsBack).
 func (run *promotionRun) finishFailed(ctx context.Context, p *stagecoachv1.Promotion, reason, message string) error {
 	stage, v := run.stage, p.Status.Version
+	// A retry after the Stage's status was committed but the Promotion's was not: the rollback
+	// was decided (and counted) then, so it is only named again, never created or counted twice.
+	retry := plan.InHistory(&stage.Status, p.Name)
 	plan.RecordFailedDigest(&stage.Status, p)
 	plan.AddHistory(&stage.Status, run.historyEntry(p, stagecoachv1.PhaseFailed))
 	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: plan.HoldReason(p), Promotion: p.Name, Since: metav1.NewTime(run.now),
 		Message: fmt.Sprintf("automatic promotion is held since %s failed (%s): promote a version by hand to resume", p.Name, reason)}
 	run.setStageCondition(stagecoachv1.ConditionVerified, metav1.ConditionFalse, reason, fmt.Sprintf("%s failed: %s", versionString(v), message))
 
-	if plan.RollsBack(stage, p) {
+	if retry {
+		if rollback, err := run.existingRollback(ctx, p); err != nil {
+			return err
+		} else if rollback != nil {
+			message += fmt.Sprintf("; rolling back to %s with Promotion %s", versionString(rollback.Spec.Version), rollback.Name)
+		}
+	} else if plan.RollsBack(stage, p) {
 		// Created before the count is committed: a retry after a failed create or a crash decides
 		// from the same count, and finds the Rollback by its name if it exists.
 		rollback := run.rollbackFor(p)
@@ -105,6 +114,23 @@ func (run *promotionRun) rollbackFor(p *stagecoachv1.Promotion) *stagecoachv1.Pr
 	}
 	_ = controllerutil.SetOwnerReference(run.stage, rb, run.r.Scheme())
 	return rb
+}
+
+// existingRollback is the Rollback Promotion created for a failed one, read live (the cache may
+// not have it yet); nil when there is none.
+func (run *promotionRun) existingRollback(ctx context.Context, failed *stagecoachv1.Promotion) (*stagecoachv1.Promotion, error) {
+	rb := &stagecoachv1.Promotion{}
+	key := client.ObjectKey{Namespace: failed.Namespace, Name: truncateName(failed.Name, "-rollback")}
+	if err := run.r.Get(ctx, key, rb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to read Rollback Promotion %q for Stage %q: %w", key.Name, run.stage.Name, err)
+	}
+	if rb.Annotations[stagecoachv1.RollbackOfAnnotation] != failed.Name || rb.Spec.Version == nil {
+		return nil, nil
+	}
+	return rb, nil
 }
 
 // markRolledBack records on the failed Promotion that its rollback succeeded.

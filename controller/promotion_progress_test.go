@@ -77,6 +77,24 @@ func TestProgressStep(t *testing.T) {
 				verified := meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionVerified)
 				g.Expect(verified.Reason).To(Equal(stagecoachv1.ReasonDeadlineExceeded))
 			}},
+		{name: "a retry after the Stage's status was written keeps the rollback in the message and counts it once",
+			fixture: stepFixture{stage: stepStage(func(s *stagecoachv1.Stage) {
+				verifiedV1(s)
+				// What the first attempt committed before the Promotion's own status write lost a race.
+				s.Status.AutomaticRollbacks = 1
+				s.Status.History = []stagecoachv1.HistoryEntry{{Promotion: "p", Digest: digestV2, Phase: stagecoachv1.PhaseFailed}}
+			}), appRevision: digestV2,
+				promotions: []*stagecoachv1.Promotion{
+					stepPromotion("p", stagecoachv1.ActionPromote, digestV2, running(&longAgo, nil)),
+					stepPromotion("p-rollback", stagecoachv1.ActionRollback, digestV1, func(rb *stagecoachv1.Promotion) {
+						rb.Annotations = map[string]string{stagecoachv1.RollbackOfAnnotation: "p"}
+						rb.Spec.Version.Tag = "v1.0.0"
+					})}},
+			wantPhase: stagecoachv1.PhaseFailed, wantMessage: "rolling back to v1.0.0@" + digestV1 + " with Promotion p-rollback", wantRevision: digestV2,
+			wantStage: func(g Gomega, s *stagecoachv1.Stage) {
+				g.Expect(s.Status.AutomaticRollbacks).To(Equal(int32(1)))
+				g.Expect(s.Status.History).To(HaveLen(1))
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

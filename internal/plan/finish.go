@@ -42,13 +42,16 @@ func RecordFailedDigest(st *stagecoachv1.StageStatus, p *stagecoachv1.Promotion)
 	}
 }
 
+// InHistory reports whether a Promotion's end is recorded on the Stage already.
+func InHistory(st *stagecoachv1.StageStatus, promotion string) bool {
+	return slices.ContainsFunc(st.History, func(h stagecoachv1.HistoryEntry) bool { return h.Promotion == promotion })
+}
+
 // AddHistory records a finished Promotion on the Stage once (keyed by Promotion, so a retry after
 // a crash adds nothing), newest first, bounded.
 func AddHistory(st *stagecoachv1.StageStatus, entry stagecoachv1.HistoryEntry) {
-	for _, h := range st.History {
-		if h.Promotion == entry.Promotion {
-			return
-		}
+	if InHistory(st, entry.Promotion) {
+		return
 	}
 	st.History = append([]stagecoachv1.HistoryEntry{entry}, st.History...)
 	if len(st.History) > HistoryLimit {

@@ -72,12 +72,17 @@ spec:
 		created := time.Now()
 		sc.Promote("web", "v1.0.0", v1)
 		tl := sc.WaitVerified("web", v1, created)
-		d := sc.Get(sc.G, "apps/v1", "Deployment", "web")
-		sc.G.Expect(containerImage(d)).To(Equal(image(v1)))
 		// What the deployment controller wrote, and that Stagecoach owns exactly the image field.
-		observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
-		sc.G.Expect(observed).To(Equal(d.GetGeneration()))
-		sc.G.Expect(condition(d, "Progressing")).To(HaveKeyWithValue("reason", "NewReplicaSetAvailable"))
+		// Eventually: the API server bumps a Deployment's generation on an annotation change too,
+		// and Stagecoach annotates the verified phase, so the controller observes once more.
+		var d *unstructured.Unstructured
+		sc.G.Eventually(func(g Gomega) {
+			d = sc.Get(g, "apps/v1", "Deployment", "web")
+			observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+			g.Expect(observed).To(Equal(d.GetGeneration()))
+			g.Expect(condition(d, "Progressing")).To(HaveKeyWithValue("reason", "NewReplicaSetAvailable"))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		sc.G.Expect(containerImage(d)).To(Equal(image(v1)))
 		sc.G.Expect(managerOwnsImage(d, "stagecoach")).To(BeTrue(), "field manager stagecoach does not own the container image: %v", d.GetManagedFields())
 		report("%-8s Deployment (kube-controller-manager) %s", "generic", tl)
 	})
