@@ -56,7 +56,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
-	cacheOpts := cache.Options{}
+	// Nothing reads managedFields from the cache; stripped, 5,000 Stages and their Promotions
+	// take far less memory (issue 21).
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {

@@ -108,8 +108,8 @@ func (run *promotionRun) announceLanded(p *stagecoachv1.Promotion, evidence stri
 // adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
 // was there before Stagecoach, so it is nobody else's write, and the first promote may replace
 // it. The takeover is recorded once (status.adopted, even when the applier holds nothing), on the
-// first reconcile with a usable applier, and saved before the event says so; what someone else
-// writes after that is a foreign write and freezes the Stage.
+// first reconcile with a usable applier; what someone else writes after that is a foreign write
+// and freezes the Stage. The status writer announces it (event Adopted) once it is saved.
 func (run *promotionRun) adopt(ctx context.Context) error {
 	stage := run.stage
 	if !plan.NeedsAdoption(stage, run.promotions) {
@@ -118,13 +118,23 @@ func (run *promotionRun) adopt(ctx context.Context) error {
 	current := run.applier.Revision(run.obj)
 	stage.Status.Adopted = &stagecoachv1.AdoptedRevision{Revision: current, At: metav1.NewTime(run.now)}
 	stage.Status.LastAppliedDigest = current
+	// Saved by the status write at the end of the reconcile (one write per Stage at a first
+	// start, not two), or by apply before it writes over the baseline.
+	run.adoptionUnsaved = true
+	return nil
+}
+
+// saveAdoption writes the Stage's status if it holds a takeover not saved yet: the baseline is
+// saved before anything is written over it, so that a crash in between never takes the old value
+// for someone else's, nor loses what the Stage took over.
+func (run *promotionRun) saveAdoption(ctx context.Context) error {
+	if !run.adoptionUnsaved {
+		return nil
+	}
 	if err := run.commit(ctx); err != nil {
 		return err
 	}
-	if current != "" {
-		run.event(stage, corev1.EventTypeNormal, stagecoachv1.EventAdopted, "Stage %s took over %s '%s', which runs %q: the next promote replaces it",
-			stage.Name, run.obj.GetKind(), run.obj.GetName(), current)
-	}
+	run.adoptionUnsaved = false
 	return nil
 }
 
@@ -145,6 +155,9 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 		// Written before a restart: writing again would only wake the engine for nothing.
 		stage.Status.LastAppliedDigest = digest
 		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
+	}
+	if err := run.saveAdoption(ctx); err != nil {
+		return false, err
 	}
 	version := applier.Version{Digest: digest, Tag: p.Status.Version.Tag}
 	if ssa, ok := run.applier.(serverSideApplier); ok {

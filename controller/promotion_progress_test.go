@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
@@ -112,6 +115,57 @@ func TestProgressStep(t *testing.T) {
 				g.Expect(rb.Spec.Action).To(Equal(stagecoachv1.ActionRollback))
 				g.Expect(rb.Spec.Version.Digest).To(Equal(digestV1))
 			}
+		})
+	}
+}
+
+// A takeover is saved with the reconcile's one status write, or before anything is written over
+// the baseline when a Promotion applies in the same reconcile; the event says so once saved.
+func TestAdoption(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		promotions []*stagecoachv1.Promotion
+		// wantSavedEarly: the Stage's status holds the takeover before the reconcile's end.
+		wantSavedEarly bool
+	}{
+		{name: "with nothing to apply the takeover waits for the one status write", wantSavedEarly: false},
+		{name: "a Promotion that applies saves the baseline before it writes", wantSavedEarly: true,
+			promotions: []*stagecoachv1.Promotion{stepPromotion("p", stagecoachv1.ActionPromote, digestV2, running(nil, nil))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var adoptedAtAppWrite *stagecoachv1.AdoptedRevision
+			appWrites := 0
+			intercept := &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if obj.GetObjectKind().GroupVersionKind().Kind == "Application" {
+					appWrites++
+					s := &stagecoachv1.Stage{}
+					g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "prod", Name: "payments"}, s)).To(Succeed())
+					adoptedAtAppWrite = s.Status.Adopted
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			}}
+			env := newStepEnv(t, stepFixture{stage: stepStage(nil), appRevision: "v9.9.9", promotions: tc.promotions, intercept: intercept})
+			_, err := env.run.reconcilePromotions(t.Context())
+			g.Expect(err).NotTo(HaveOccurred())
+			saved := env.stage(t).Status.Adopted
+			if tc.wantSavedEarly {
+				g.Expect(appWrites).To(BeNumerically(">", 0))
+				g.Expect(adoptedAtAppWrite).NotTo(BeNil(), "the Application was written before the takeover was saved")
+				g.Expect(adoptedAtAppWrite.Revision).To(Equal("v9.9.9"))
+			} else {
+				g.Expect(saved).To(BeNil(), "a status write before the reconcile's end")
+				g.Expect(env.events.Events).To(BeEmpty())
+			}
+			g.Expect(env.run.commit(t.Context())).To(Succeed())
+			saved = env.stage(t).Status.Adopted
+			g.Expect(saved).NotTo(BeNil())
+			g.Expect(saved.Revision).To(Equal("v9.9.9"))
+			var notes []string
+			for len(env.events.Events) > 0 {
+				notes = append(notes, <-env.events.Events)
+			}
+			g.Expect(notes).To(ContainElement(ContainSubstring(`Adopted Stage payments took over Application 'payments', which runs "v9.9.9"`)))
 		})
 	}
 }

@@ -49,6 +49,8 @@ type promotionRun struct {
 	gateEnds time.Duration
 	// sourceRecheck is when the source (a registry) should be looked at again (0: on events only).
 	sourceRecheck time.Duration
+	// adoptionUnsaved: adopt recorded a takeover that no status write has saved yet.
+	adoptionUnsaved bool
 }
 
 func (r *StageReconciler) newPromotionRun(stage *stagecoachv1.Stage, obj *unstructured.Unstructured, engine applier.Applier, commit func(context.Context) error) *promotionRun {

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
@@ -39,6 +40,8 @@ type stepFixture struct {
 	// appRevision is the Application's targetRevision; appStatus its status as Argo CD wrote it.
 	appRevision string
 	appStatus   map[string]any
+	// intercept, when set, sees the client's calls (to look at what was written when).
+	intercept *interceptor.Funcs
 }
 
 type stepEnv struct {
@@ -82,7 +85,11 @@ func newStepEnv(t *testing.T, f stepFixture) *stepEnv {
 	for _, fr := range f.freezes {
 		objs = append(objs, fr)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+	b := fake.NewClientBuilder()
+	if f.intercept != nil {
+		b = b.WithInterceptorFuncs(*f.intercept)
+	}
+	c := b.WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&stagecoachv1.Stage{}, &stagecoachv1.Promotion{}).
 		WithIndex(&stagecoachv1.Promotion{}, promotionStageIndexKey, func(o client.Object) []string { return []string{o.(*stagecoachv1.Promotion).Spec.Stage} }).
 		WithIndex(&stagecoachv1.Approval{}, approvalStageIndexKey, func(o client.Object) []string { return []string{o.(*stagecoachv1.Approval).Spec.Stage} }).

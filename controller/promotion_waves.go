@@ -109,6 +109,11 @@ func (run *promotionRun) wavesInput(p *stagecoachv1.Promotion, fleet *fleetEngin
 // applier does (targetRevision or the plugin env, and a refresh), and stamps when, for that
 // target's own progress deadline.
 func (run *promotionRun) promoteTargets(ctx context.Context, p *stagecoachv1.Promotion, fleet *fleetEngine, names []string) error {
+	if len(names) > 0 {
+		if err := run.saveAdoption(ctx); err != nil {
+			return err
+		}
+	}
 	v := applier.Version{Digest: p.Status.Version.Digest, Tag: p.Status.Version.Tag}
 	for _, name := range names {
 		app := fleet.app(name)

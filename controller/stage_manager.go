@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -161,6 +162,13 @@ const conflictRetry = 100 * time.Millisecond
 
 func (c conflictsRequeued) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	result, err := c.Reconciler.Reconcile(ctx, req)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The manager is stopping (a reconcile timeout is DeadlineExceeded, and is retried):
+		// the writes cut short are made again from the objects by the next start, so they
+		// are no errors (dozens of them, with stack traces, at every stop under load).
+		ctrl.LoggerFrom(ctx).V(1).Info("a reconcile was cut short by the stop", "reason", err.Error())
+		return reconcile.Result{}, nil
+	}
 	if err != nil && onlyConflicts(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("a write lost an optimistic-lock race; looking again", "reason", err.Error())
 		// Soon, not at once: by then the cache holds the write that won.

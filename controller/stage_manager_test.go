@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+type reconcileFunc func(context.Context, reconcile.Request) (reconcile.Result, error)
+
+func (f reconcileFunc) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return f(ctx, req)
+}
+
+// What the Stage controller's wrapper makes of a reconcile's error: a lost optimistic-lock race
+// and a stop are no errors; anything else is, and a reconcile timeout is retried as one.
+func TestConflictsRequeued(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "stagecoach.dev", Resource: "stages"}, "web", errors.New("the object has been modified"))
+	for _, tc := range []struct {
+		name        string
+		ctx         func(context.Context) context.Context
+		err         error
+		wantErr     bool
+		wantRequeue bool
+	}{
+		{name: "a conflict is looked at again soon, quietly", err: fmt.Errorf("failed to patch: %w", conflict), wantRequeue: true},
+		{name: "conflicts joined are one", err: errors.Join(conflict, conflict), wantRequeue: true},
+		{name: "another error is an error", err: errors.Join(conflict, errors.New("forbidden")), wantErr: true},
+		{name: "a write cut short by the stop is no error", err: fmt.Errorf("failed to patch: %w", context.Canceled),
+			ctx: func(ctx context.Context) context.Context {
+				ctx, cancel := context.WithCancel(ctx)
+				cancel()
+				return ctx
+			}},
+		{name: "a reconcile timeout is an error, so it is retried", err: fmt.Errorf("failed to patch: %w", context.DeadlineExceeded), wantErr: true,
+			ctx: func(ctx context.Context) context.Context {
+				ctx, cancel := context.WithTimeout(ctx, 0)
+				t.Cleanup(cancel)
+				return ctx
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			if tc.ctx != nil {
+				ctx = tc.ctx(ctx)
+			}
+			inner := reconcileFunc(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, tc.err })
+			result, err := conflictsRequeued{inner}.Reconcile(ctx, reconcile.Request{})
+			if tc.wantErr {
+				g.Expect(err).To(HaveOccurred())
+			} else {
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			g.Expect(result.RequeueAfter > 0).To(Equal(tc.wantRequeue))
+		})
+	}
+}
