@@ -75,6 +75,10 @@ describe('PromotionTab', () => {
     expect(rows.map((r) => within(r).getAllByRole('cell')[2].textContent)).toEqual(['Promote', 'Rollback', 'Promote']);
     expect(rows[1]).toHaveTextContent('errors spiked');
     expect(rows[2]).toHaveTextContent('verification check failed');
+    // A long message is cut to a few lines on screen (CSS); its full text stays on hover.
+    const message = within(rows[2]).getAllByRole('cell')[6].querySelector('.sc-clamp');
+    expect(message).toHaveAttribute('title', message?.textContent ?? '');
+    expect(message?.textContent).toContain('verification check failed');
   });
 
   it('promotes after a confirmation that says what will happen, then reloads', async () => {
