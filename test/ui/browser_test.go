@@ -506,5 +506,14 @@ func TestHistoryFitsAt1280(t *testing.T) {
 	g.Expect(b.Clamped).To(BeTrue(), "the long message is not cut to a few lines: %+v", b)
 	g.Expect(chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.sc-history tbody tr:first-child .sc-clamp').title`))).
 		To(ContainSubstring(candidate), "the full message is not on hover")
+	// The short columns keep their words whole ("Rollback", not "Rollbac k").
+	g.Expect(chromedp.Run(ctx, chromedp.Evaluate[[]int](`[...document.querySelectorAll('.sc-history tbody tr:first-child td')].slice(0, 5).map(td => {
+		const r = document.createRange(); r.selectNodeContents(td);
+		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size;
+	})`))).To(Equal([]int{1, 1, 1, 1, 1}), "lines in When, Stage, Action, Version and Phase")
+	g.Expect(os.MkdirAll(outDir, 0o755)).To(Succeed())
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(`.sc-history`)))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(outDir, "history-1280.png"), png, 0o644)).To(Succeed())
 	g.Expect(errorsOnPage(ctx)).To(BeEmpty())
 }
