@@ -39,7 +39,8 @@ import (
 // Argo CD's release process), and it cannot be built from the npm registry alone: v3.6.1's ui/
 // needs argo-ui at a GitHub commit (f941b0a3), and the only argo-ui on npm (1.0.0) is the old
 // React 16 line, without argo-ui/v2, src/styles/theme.scss, src/components/form/compat.tsx or the
-// Form/Text/ReactForm exports (its production build stops at 46 webpack errors). So the page is
+// Form/Text/ReactForm exports (its production build stops at 46 webpack errors; see
+// localstack/build/argocd-ui/build.sh). So the page is
 // the extension's harness (ui-extension/test/harness.html: React 19 globals as Argo CD provides
 // them and a minimal window.extensionsAPI), served same-origin by argocd-server from its
 // --staticassets directory, with the bundle loaded from /extensions.js. The harness renders the
