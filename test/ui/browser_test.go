@@ -458,3 +458,62 @@ func screenshots(t *testing.T, ctx context.Context, p pipeline) {
 func errorsOnPage(ctx context.Context) ([]string, error) {
 	return chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.harness ? window.harness.errors : ['no harness on the page']`))
 }
+
+// The history stays inside the tab at 1280 px however long a Promotion's reason, message or
+// actor: a long message wraps in its column (an unbroken token, such as a digest or a service
+// account, breaks anywhere) instead of widening the table past the page.
+func TestHistoryFitsAt1280(t *testing.T) {
+	g := NewWithT(t)
+	p := newPipeline(t, "wide")
+	proxy.login("alice", p.approvers())
+	long := "verification failed: " + strings.Repeat("the canary's error rate stayed above the threshold for the whole window; ", 4) +
+		"registry.example/deploy/wide@" + candidate + "?" + strings.Repeat("x", 120)
+	pr := &stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.stagingNS, Name: "staging-long"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "staging", Action: stagecoachv1.ActionRollback, Reason: "automatic rollback: " + strings.Repeat("y", 80),
+			RequestedBy: "system:serviceaccount:stagecoach-system:stagecoach-controller-manager-with-a-long-name",
+			Version:     &stagecoachv1.VersionReference{Digest: current, Tag: "v1.2.0"}},
+	}
+	g.Expect(env.Client.Create(t.Context(), pr)).To(Succeed())
+	started := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	pr.Status.Phase = stagecoachv1.PromotionPhase("Failed")
+	pr.Status.Message = long
+	pr.Status.StartedAt = &started
+	g.Expect(env.Client.Status().Update(t.Context(), pr)).To(Succeed())
+
+	ctx := browser(t)
+	g.Expect(chromedp.Do(ctx,
+		chromedp.Navigate(harnessURL(p, "light")),
+		chromedp.WaitVisible(chromedp.CSS(`.sc-history tbody tr`)),
+	)).To(Succeed())
+	g.Expect(text(ctx, `.sc-history tbody tr:first-child`)).To(ContainSubstring("verification failed"))
+	type box struct {
+		Table, Section, Page, Window, Cell int
+		Clamped                            bool
+	}
+	b, err := chromedp.Run(ctx, chromedp.Evaluate[box](`(() => {
+		const s = document.querySelector('.sc-history'), t = s.querySelector('table');
+		const c = t.querySelector('tbody tr:first-child td:last-child');
+		return {Table: Math.ceil(t.getBoundingClientRect().right), Section: Math.ceil(s.getBoundingClientRect().right),
+			Page: document.documentElement.scrollWidth, Window: window.innerWidth, Cell: Math.ceil(c.getBoundingClientRect().width),
+			Clamped: c.querySelector('.sc-clamp').scrollHeight > c.querySelector('.sc-clamp').clientHeight};
+	})()`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(b.Window).To(Equal(1280), "startChromium's window size")
+	g.Expect(b.Page).To(BeNumerically("<=", b.Window), "the page scrolls sideways: %+v", b)
+	g.Expect(b.Table).To(BeNumerically("<=", b.Section), "the history table is wider than its section: %+v", b)
+	g.Expect(b.Cell).To(BeNumerically(">=", 200), "the message column is squeezed: %+v", b)
+	g.Expect(b.Clamped).To(BeTrue(), "the long message is not cut to a few lines: %+v", b)
+	g.Expect(chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.sc-history tbody tr:first-child .sc-clamp').title`))).
+		To(ContainSubstring(candidate), "the full message is not on hover")
+	// The short columns keep their words whole ("Rollback", not "Rollbac k").
+	g.Expect(chromedp.Run(ctx, chromedp.Evaluate[[]int](`[...document.querySelectorAll('.sc-history tbody tr:first-child td')].slice(0, 5).map(td => {
+		const r = document.createRange(); r.selectNodeContents(td);
+		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size;
+	})`))).To(Equal([]int{1, 1, 1, 1, 1}), "lines in When, Stage, Action, Version and Phase")
+	g.Expect(os.MkdirAll(outDir, 0o755)).To(Succeed())
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(`.sc-history`)))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(outDir, "history-1280.png"), png, 0o644)).To(Succeed())
+	g.Expect(errorsOnPage(ctx)).To(BeEmpty())
+}

@@ -4,6 +4,7 @@ import {missing, plan} from './actions';
 import type {Field} from './actions';
 import type {Dialog} from './state';
 import type {Viewer} from './types';
+import type {ApiError} from './api';
 
 const FIELD_LABEL: Record<Field, string> = {
   reason: 'Reason',
@@ -108,7 +109,7 @@ export function ConfirmDialog({dialog, service, viewer, onInput, onCancel, onCon
           ))}
           {dialog.error && (
             <div className="sc-refusal" role="alert">
-              <strong>{refusalTitle(dialog.error.status)}</strong> {dialog.error.message}
+              <strong>{refusalTitle(dialog.error)}</strong> {dialog.error.message}
             </div>
           )}
           <div className="sc-dialog-buttons">
@@ -131,7 +132,9 @@ export function ConfirmDialog({dialog, service, viewer, onInput, onCancel, onCon
   );
 }
 
-export function refusalTitle(status: number): string {
+export function refusalTitle(error: ApiError): string {
+  const status = error.status;
+  if (error.sessionEnded) return 'Not logged in to Argo CD:';
   if (status === 0) return 'Not sent:';
   if (status === 401) return 'Not authenticated (401):';
   if (status === 403) return 'Refused (403):';

@@ -57,7 +57,11 @@ export function History({stages, now}: {stages: Stage[]; now: number}) {
                   <span className={`sc-phase sc-phase--${(r.phase || 'pending').toLowerCase()}`}>{r.phase || 'Pending'}</span>
                 </td>
                 <td>{r.actor}</td>
-                <td>{[r.reason, r.message].filter(Boolean).join(' – ')}</td>
+                <td className="sc-history__message">
+                  <span className="sc-clamp" title={message(r)}>
+                    {message(r)}
+                  </span>
+                </td>
               </tr>
             ))}
           </tbody>
@@ -65,4 +69,8 @@ export function History({stages, now}: {stages: Stage[]; now: number}) {
       )}
     </section>
   );
+}
+
+function message(r: Row): string {
+  return [r.reason, r.message].filter(Boolean).join(' – ');
 }

@@ -193,6 +193,9 @@ export function LoadError({error, onRetry}: {error: ApiError; onRetry: () => voi
     title = 'Stagecoach is not reachable';
     hint =
       'Check that the Stagecoach API runs (controller flag --api-bind-address), that argocd-cm has extension.config.stagecoach and that server.enable.proxy.extension is "true".';
+  } else if (error.sessionEnded) {
+    title = 'Log in to Argo CD again';
+    hint = 'Reload the page: Argo CD asks for a login, then the tab loads.';
   } else if (error.status === 401) {
     title = 'Argo CD and Stagecoach do not agree on the proxy token';
     hint = 'The Authorization header configured in extension.config.stagecoach must match the token the Stagecoach API was given.';

@@ -20,7 +20,22 @@ export class ApiError extends Error {
   get unreachable(): boolean {
     return this.status === 0 || this.reason === 'Unreachable';
   }
+  // Argo CD refused the request for want of a valid session; it never reached Stagecoach.
+  get sessionEnded(): boolean {
+    return this.reason === SESSION_ENDED;
+  }
 }
+
+const SESSION_ENDED = 'SessionEnded';
+
+// What argocd-server's auth middleware (util/session WithAuthMiddleware, v3.6) answers in plain text
+// before a request reaches the proxy extension: 400 without the argocd.token cookie, 401 when the
+// token is invalid or expired. Stagecoach's own refusals are JSON, so a 401 from it (a wrong proxy
+// token) is never mistaken for these.
+const ARGOCD_SESSION_ERRORS: Record<number, RegExp> = {
+  400: /^Auth cookie not found$/,
+  401: /^Invalid (token|session)$/,
+};
 
 export interface AppRef {
   namespace: string;
@@ -118,6 +133,9 @@ function toError(status: number, statusText: string, json: unknown, text: string
     return new ApiError(0, 'Unreachable', `${NOT_REACHABLE} (Argo CD's proxy answered ${status}).`);
   }
   const snippet = text.trim().slice(0, 200);
+  if (ARGOCD_SESSION_ERRORS[status]?.test(snippet)) {
+    return new ApiError(status, SESSION_ENDED, `Your Argo CD session has ended (Argo CD answered ${status}: ${snippet}). Log in again.`);
+  }
   return new ApiError(status, statusText || `HTTP ${status}`, `HTTP ${status}${snippet ? `: ${snippet}` : ''}`);
 }
 

@@ -66,6 +66,13 @@ export const CSS = `
 .stagecoach .sc-history table { border-collapse: collapse; width: 100%; margin-top: 6px; }
 .stagecoach .sc-history th, .stagecoach .sc-history td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--sc-border); vertical-align: top; }
 .stagecoach .sc-history th { color: var(--sc-muted); font-weight: 600; }
+/* The short columns keep their words whole; in By and the message long tokens (service accounts,
+   digests, URLs) break anywhere so the table never grows past the tab, and a long message shows
+   three lines, the rest on hover (title). */
+.stagecoach .sc-history td:nth-child(-n+5) { white-space: nowrap; }
+.stagecoach .sc-history td:nth-child(6) { overflow-wrap: anywhere; min-width: 10em; }
+.stagecoach .sc-history__message { overflow-wrap: anywhere; min-width: 16em; }
+.stagecoach .sc-clamp { display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 3; line-clamp: 3; overflow: hidden; }
 .stagecoach .sc-row--rollback td:nth-child(3) { color: var(--sc-warn); font-weight: 600; }
 .stagecoach .sc-phase--succeeded { color: var(--sc-ok); }
 .stagecoach .sc-phase--failed, .stagecoach .sc-phase--rolledback, .stagecoach .sc-phase--aborted { color: var(--sc-bad); }

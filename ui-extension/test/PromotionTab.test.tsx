@@ -75,6 +75,10 @@ describe('PromotionTab', () => {
     expect(rows.map((r) => within(r).getAllByRole('cell')[2].textContent)).toEqual(['Promote', 'Rollback', 'Promote']);
     expect(rows[1]).toHaveTextContent('errors spiked');
     expect(rows[2]).toHaveTextContent('verification check failed');
+    // A long message is cut to a few lines on screen (CSS); its full text stays on hover.
+    const message = within(rows[2]).getAllByRole('cell')[6].querySelector('.sc-clamp');
+    expect(message).toHaveAttribute('title', message?.textContent ?? '');
+    expect(message?.textContent).toContain('verification check failed');
   });
 
   it('promotes after a confirmation that says what will happen, then reloads', async () => {
@@ -149,6 +153,16 @@ describe('PromotionTab', () => {
     expect(screen.getByRole('dialog')).toBeTruthy();
   });
 
+  it('says to log in again when the Argo CD session ended before an action, not that it was invalid', async () => {
+    setup([servePipeline(), ['POST /stages/shop-staging/staging/approve', () => Promise.resolve(new Response('Auth cookie not found', {status: 400}))]]);
+    const staging = await screen.findByRole('region', {name: 'Stage staging'});
+    fireEvent.click(within(staging).getByRole('button', {name: 'Approve'}));
+    fireEvent.click(within(screen.getByRole('dialog')).getByRole('button', {name: 'Approve'}));
+    const alert = await screen.findByRole('alert');
+    expect(alert).toHaveTextContent('Not logged in to Argo CD: Your Argo CD session has ended (Argo CD answered 400: Auth cookie not found). Log in again.');
+    expect(alert).not.toHaveTextContent('Invalid');
+  });
+
   it('after a refusal focus is back in the dialog and Escape still closes it', async () => {
     // The confirm button is disabled while the request runs, so the browser drops its focus to
     // <body>: found by the browser test, where Escape then did nothing.
@@ -184,6 +198,8 @@ describe('PromotionTab', () => {
     {name: 'a 403 with its reason', answer: () => json(403, {code: 403, reason: 'Forbidden', message: 'Application argocd/shop-staging is not part of pipeline shop'}), title: 'Not allowed', text: 'not part of pipeline shop'},
     {name: 'an Application outside any pipeline', answer: () => json(404, {code: 404, reason: 'NotFound', message: 'no Stage applies Application argocd/shop-staging'}), title: 'No Stagecoach pipeline applies this Application', text: 'no Stage applies'},
     {name: 'a wrong proxy token', answer: () => json(401, {code: 401, reason: 'Unauthorized', message: 'missing or wrong bearer token'}), title: 'do not agree on the proxy token', text: 'wrong bearer token'},
+    {name: "Argo CD's 400 before login", answer: () => Promise.resolve(new Response('Auth cookie not found', {status: 400})), title: 'Log in to Argo CD again', text: 'Auth cookie not found'},
+    {name: "Argo CD's 401 for an expired session", answer: () => Promise.resolve(new Response('Invalid token', {status: 401})), title: 'Log in to Argo CD again', text: 'Invalid token'},
   ];
   for (const c of errorCases) {
     it(`shows an error state for ${c.name}, with Retry`, async () => {

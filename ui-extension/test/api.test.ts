@@ -65,6 +65,17 @@ describe('Client errors', () => {
       status: 404, unreachable: false, message: /^HTTP 404: extension not found$/,
     },
     {
+      // argocd-server's auth middleware answers before the proxy: no argocd.token cookie is a plain-text 400.
+      name: "Argo CD's 400 for a missing session says to log in again",
+      answer: () => new Response('Auth cookie not found\n', {status: 400, statusText: 'Bad Request'}),
+      status: 400, unreachable: false, message: /^Your Argo CD session has ended \(Argo CD answered 400: Auth cookie not found\)\. Log in again\.$/,
+    },
+    {
+      name: "Argo CD's 401 for an expired token says to log in again, not that the proxy token is wrong",
+      answer: () => new Response('Invalid token\n', {status: 401, statusText: 'Unauthorized'}),
+      status: 401, unreachable: false, message: /^Your Argo CD session has ended \(Argo CD answered 401: Invalid token\)/,
+    },
+    {
       name: 'a 200 without JSON is an error',
       answer: () => new Response('<html></html>', {status: 200}),
       status: 200, unreachable: false, message: /without JSON/,
@@ -78,6 +89,7 @@ describe('Client errors', () => {
       expect(err.status).toBe(c.status);
       expect(err.unreachable).toBe(c.unreachable);
       expect(err.message).toMatch(c.message);
+      expect(err.sessionEnded).toBe(/session has ended/.test(err.message));
     });
   }
 
