@@ -131,8 +131,14 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		}
 		stages.FluxEvents = recorder
 	}
-	if err := setUpRecords(ctx, mgr.GetAPIReader(), opts, stages); err != nil {
+	trustWatch, err := setUpRecords(ctx, mgr.GetAPIReader(), opts, stages)
+	if err != nil {
 		return nil, err
+	}
+	if trustWatch != nil {
+		if err := mgr.Add(trustWatch); err != nil {
+			return nil, fmt.Errorf("failed to add the upstream trust ConfigMap reader: %w", err)
+		}
 	}
 	if err := stages.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err

@@ -68,9 +68,12 @@ type Options struct {
 	// RecordsCluster is the cluster part of this cluster's stream ids; the first 12 hex digits
 	// of kube-system's UID when empty.
 	RecordsCluster string
-	// UpstreamTrust is a file of the upstream recorders' public keys bound to their streams;
+	// UpstreamTrust is a file, or configmap:NAMESPACE/NAME (key upstream-trust.yaml, read again
+	// every UpstreamTrustRecheck), of the upstream recorders' public keys bound to their streams;
 	// without it Stages with an upstreamRecords source are not Ready (UpstreamUntrusted).
 	UpstreamTrust string
+	// UpstreamTrustRecheck is how often a trust ConfigMap is read again.
+	UpstreamTrustRecheck time.Duration
 	// UpstreamRecordsInterval is how often automation reads an upstream stream at most.
 	UpstreamRecordsInterval time.Duration
 
@@ -97,6 +100,7 @@ func DefaultOptions() Options {
 		ReconcileTimeout:        2 * time.Minute,
 		RegistryTimeout:         30 * time.Second,
 		UpstreamRecordsInterval: 30 * time.Second,
+		UpstreamTrustRecheck:    DefaultUpstreamTrustRecheck,
 	}
 }
 
@@ -161,7 +165,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RecordsCluster, "records-cluster", o.RecordsCluster,
 		"Cluster part of this cluster's record stream ids (a lowercase DNS label); the first 12 hex digits of kube-system's UID when empty.")
 	fs.StringVar(&o.UpstreamTrust, "upstream-trust", o.UpstreamTrust,
-		"File of the upstream recorders' public keys, each bound to the streams it signs ({keys: [{name, publicKey, streams}]}); without it Stages following upstreamRecords are not Ready.")
+		"File, or configmap:NAMESPACE/NAME (key "+TrustConfigMapKey+", read again as it changes), of the upstream recorders' public keys, each bound to the streams it signs ({keys: [{name, publicKey, streams}]}); without it Stages following upstreamRecords are not Ready.")
+	fs.DurationVar(&o.UpstreamTrustRecheck, "upstream-trust-recheck", o.UpstreamTrustRecheck,
+		"How often a --upstream-trust ConfigMap is read again.")
 	fs.DurationVar(&o.UpstreamRecordsInterval, "upstream-records-interval", o.UpstreamRecordsInterval,
 		"How often automation reads an upstream record stream at most; a promote about to start always reads it afresh.")
 }
@@ -233,6 +239,12 @@ func (o *Options) Validate() error {
 	}
 	if o.RecordsCluster != "" && len(validation.IsDNS1123Label(o.RecordsCluster)) > 0 {
 		return fmt.Errorf("invalid --records-cluster %q: must be a lowercase DNS label", o.RecordsCluster)
+	}
+	if _, _, err := trustConfigMap(o.UpstreamTrust); err != nil {
+		return fmt.Errorf("invalid --upstream-trust %q: %w", o.UpstreamTrust, err)
+	}
+	if o.UpstreamTrustRecheck <= 0 {
+		return fmt.Errorf("invalid --upstream-trust-recheck %s: must be positive", o.UpstreamTrustRecheck)
 	}
 	if o.UpstreamRecordsInterval <= 0 {
 		return fmt.Errorf("invalid --upstream-records-interval %s: must be positive", o.UpstreamRecordsInterval)

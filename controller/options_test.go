@@ -37,6 +37,9 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "records without a key", args: []string{"--records-repository=registry.example/delivery/streams"}, wantErr: `invalid --records-key-secret ""`},
 		{name: "records cluster not a label", args: []string{"--records-cluster=Prod_EU"}, wantErr: `invalid --records-cluster "Prod_EU"`},
 		{name: "follower with trust", args: []string{"--upstream-trust=/etc/stagecoach/trust.yaml", "--upstream-records-interval=10s"}},
+		{name: "follower with a trust ConfigMap", args: []string{"--upstream-trust=configmap:stagecoach-system/upstream-trust", "--upstream-trust-recheck=5s"}},
+		{name: "trust ConfigMap without a namespace", args: []string{"--upstream-trust=configmap:upstream-trust"}, wantErr: `invalid --upstream-trust "configmap:upstream-trust": must be configmap:NAMESPACE/NAME of a ConfigMap with key upstream-trust.yaml`},
+		{name: "non-positive trust recheck", args: []string{"--upstream-trust-recheck=0s"}, wantErr: "invalid --upstream-trust-recheck 0s"},
 		{name: "non-positive records interval", args: []string{"--upstream-records-interval=0s"}, wantErr: "invalid --upstream-records-interval 0s"},
 		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -21,46 +20,39 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/records"
-	"github.com/stagecoach-dev/stagecoach/internal/records/trust"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 )
 
 // setUpRecords builds the recorder (with --records-repository) and the follower of upstreamRecords
-// sources (always: without --upstream-trust it says so on every follower Stage).
-func setUpRecords(ctx context.Context, reader client.Reader, opts Options, stages *StageReconciler) error {
+// sources (always: without --upstream-trust it says so on every follower Stage). It returns the
+// runnable that keeps a trust ConfigMap current, nil for a file or none.
+func setUpRecords(ctx context.Context, reader client.Reader, opts Options, stages *StageReconciler) (*trustWatch, error) {
 	transport := ociclient.NewTransport(opts.RegistryTimeout)
 	follower := &recordsource.Source{Secrets: reader, Transport: transport, Interval: opts.UpstreamRecordsInterval,
 		RepositoryOf: stages.applyRepositoryOf}
-	if opts.UpstreamTrust != "" {
-		data, err := os.ReadFile(opts.UpstreamTrust)
-		if err != nil {
-			return fmt.Errorf("cannot read --upstream-trust %q: %w", opts.UpstreamTrust, err)
-		}
-		tc, err := trust.Parse(data)
-		if err != nil {
-			return fmt.Errorf("invalid --upstream-trust %q: %w", opts.UpstreamTrust, err)
-		}
-		follower.Trust = tc
+	watch, err := setUpTrust(ctx, reader, opts, follower)
+	if err != nil {
+		return nil, err
 	}
 	stages.Follower = follower
 	if opts.RecordsRepository == "" {
-		return nil
+		return watch, nil
 	}
 	key, _ := parseSecretRef(opts.RecordsKeySecret)
 	secret := &corev1.Secret{}
 	if err := reader.Get(ctx, key, secret); err != nil {
-		return fmt.Errorf("cannot read the recorder key Secret %s (--records-key-secret): %w", key, err)
+		return nil, fmt.Errorf("cannot read the recorder key Secret %s (--records-key-secret): %w", key, err)
 	}
 	signer, err := records.LoadSigner(secret.Data["cosign.key"], secret.Data["cosign.password"])
 	if err != nil {
-		return fmt.Errorf("Secret %s (--records-key-secret): %w", key, err)
+		return nil, fmt.Errorf("Secret %s (--records-key-secret): %w", key, err)
 	}
 	store, err := records.NewStore(opts.RecordsRepository, ociclient.Options{Transport: transport})
 	if err != nil {
-		return fmt.Errorf("invalid --records-repository: %w", err)
+		return nil, fmt.Errorf("invalid --records-repository: %w", err)
 	}
 	stages.Recorder = &Recorder{Store: store, Writer: records.NewWriter(store, signer), Cluster: opts.RecordsCluster, Reader: reader}
-	return nil
+	return watch, nil
 }
 
 // applyRepositoryOf reads the OCI repository a Stage applies from off its applier: an Argo CD

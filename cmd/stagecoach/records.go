@@ -57,23 +57,13 @@ func runRecordsVerify(cmd *cobra.Command, repository, stream string, opts record
 	if opts.output != "text" && opts.output != "json" {
 		return fmt.Errorf("unknown output format %q: use text or json", opts.output)
 	}
-	data, err := os.ReadFile(opts.trustFile)
+	tc, err := loadTrust(opts.trustFile)
 	if err != nil {
-		return fmt.Errorf("cannot read --trust file: %w", err)
+		return err
 	}
-	tc, err := trust.Parse(data)
+	kc, err := loadKeychain(opts.dockerConfig)
 	if err != nil {
-		return fmt.Errorf("--trust %s: %w", opts.trustFile, err)
-	}
-	var kc authn.Keychain
-	if opts.dockerConfig != "" {
-		b, err := os.ReadFile(opts.dockerConfig)
-		if err != nil {
-			return fmt.Errorf("cannot read --docker-config file: %w", err)
-		}
-		if kc, err = ociclient.KeychainFromDockerConfig(b); err != nil {
-			return fmt.Errorf("--docker-config %s: %w", opts.dockerConfig, err)
-		}
+		return err
 	}
 	store, err := records.NewStore(repository, ociclient.Options{Keychain: kc, Insecure: opts.insecure})
 	if err != nil {
@@ -98,6 +88,35 @@ func runRecordsVerify(cmd *cobra.Command, repository, stream string, opts record
 			stream, repository, n, audit.Breaks[0].Message)
 	}
 	return nil
+}
+
+// loadTrust reads a --trust file (the controller's --upstream-trust format).
+func loadTrust(path string) (*trust.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --trust file: %w", err)
+	}
+	tc, err := trust.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("--trust %s: %w", path, err)
+	}
+	return tc, nil
+}
+
+// loadKeychain reads --docker-config; nil (anonymous) when path is empty.
+func loadKeychain(path string) (authn.Keychain, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --docker-config file: %w", err)
+	}
+	kc, err := ociclient.KeychainFromDockerConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("--docker-config %s: %w", path, err)
+	}
+	return kc, nil
 }
 
 func printAudit(out io.Writer, a *records.Audit) error {

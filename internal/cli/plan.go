@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/records/trust"
 )
 
 // PlanOptions select the Stages to explain.
@@ -28,6 +30,10 @@ type PlanOptions struct {
 	Stage string
 	// Output is text (default), json or yaml.
 	Output string
+	// Trust, when set, makes each follower's explanation say what it would take now, read
+	// from the upstream's registry (stagecoach plan --trust); Registry is how to reach it.
+	Trust    *trust.Config
+	Registry ociclient.Options
 }
 
 // Plan writes, for each selected Stage, what it runs, what it is doing and what holds it back.
@@ -71,6 +77,9 @@ func Plan(ctx context.Context, c client.Reader, opts PlanOptions, out io.Writer,
 	}
 	explanations := make([]plan.Explanation, 0, len(plans))
 	for _, p := range plans {
+		if r := p.Explanation.Records; opts.Trust != nil && r != nil && r.Follows != nil {
+			r.Follows.Preview = previewFollower(ctx, r.Follows, opts.Trust, opts.Registry)
+		}
 		explanations = append(explanations, p.Explanation)
 	}
 	switch opts.Output {

@@ -36,7 +36,10 @@ type Explanation struct {
 	Candidate *stagecoachv1.CandidateVersion `json:"candidate,omitempty"`
 	// Waves are a fleet rollout's waves and what each target waits on (explain_waves.go).
 	Waves []WaveExplanation `json:"waves,omitempty"`
-	now   time.Time
+	// Records are the Stage's signed records and the upstream stream it follows
+	// (explain_records.go).
+	Records *RecordsExplanation `json:"records,omitempty"`
+	now     time.Time
 }
 
 // PromotionSummary names a Promotion and says where it is.
@@ -82,6 +85,7 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 	if len(stage.Status.Waves) > 0 {
 		e.Waves = explainWaves(stage.Status.Waves)
 	}
+	e.Records = explainRecords(stage, promotions)
 	return e
 }
 
@@ -124,6 +128,9 @@ func (e Explanation) Lines() []string {
 	}
 	if e.Unmediated != "" {
 		add("unmediated: %s", e.Unmediated)
+	}
+	for _, l := range recordsLines(e.Records) {
+		add("%s", l)
 	}
 	if c := e.Candidate; c != nil {
 		switch {

@@ -80,6 +80,30 @@ func TestExplain(t *testing.T) {
 			"  candidate: none: every newer version is skipped",
 			"    skipped v1.2.0 (sha256:222222222222) (history PromotionFailed): failed before",
 		}},
+		{name: "records: own stream, the newest record and one pending", promotions: func() []stagecoachv1.Promotion {
+			verified := promo("v1", 1, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, false)
+			verified.Status.Record = &stagecoachv1.RecordReference{Ref: "reg.example/streams:c-prod-payments-2", Seq: 2, Action: "Verify", Digest: d1}
+			older := promo("v0", 1, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, false)
+			older.Status.Record = &stagecoachv1.RecordReference{Ref: "reg.example/streams:c-prod-payments-1", Seq: 1, Action: "Promote"}
+			pending := running.DeepCopy()
+			pending.Status.Recording = &stagecoachv1.PendingRecord{Seq: 3, Action: "Promote", Message: "registry down, retrying"}
+			return []stagecoachv1.Promotion{older, verified, *pending}
+		}(), stage: func(s *stagecoachv1.Stage) {
+			s.Status.Stream = &stagecoachv1.StreamStatus{ID: "c/prod/payments", Seq: 2, Digest: d1, Message: "records delayed"}
+		}, want: []string{
+			"  stream:    c/prod/payments, record 2 (" + d1 + ")\n    records delayed",
+			"  recorded:  Promotion v1: Verify, record 2 reg.example/streams:c-prod-payments-2",
+			"    pending record 3 (Promote) of Promotion v2: registry down, retrying",
+		}},
+		{name: "records: a follower and what it would take", stage: func(s *stagecoachv1.Stage) {
+			s.Spec.Source.UpstreamRecords = &stagecoachv1.UpstreamRecordsSource{Repository: "reg.example/streams", Stream: "c/staging/payments"}
+			s.Status.UpstreamSeen = &stagecoachv1.UpstreamSeen{Seq: 4, Digest: d2}
+		}, want: []string{
+			"  follows:   stream c/staging/payments in reg.example/streams, read up to record 4 (" + d2 + ")",
+		}},
+		{name: "records off say nothing", stage: func(s *stagecoachv1.Stage) {
+			s.Status.Stream = &stagecoachv1.StreamStatus{Message: "records are off: ..."}
+		}, want: []string{"prod/payments (payments, prod)\n  runs:      nothing verified yet\n  nothing to do"}},
 		{name: "fleet waves: what each target waits on", promotions: []stagecoachv1.Promotion{running},
 			stage: func(s *stagecoachv1.Stage) {
 				s.Status.Waves = []stagecoachv1.WaveStatus{
@@ -108,9 +132,36 @@ func TestExplain(t *testing.T) {
 			for _, line := range tc.want {
 				NewWithT(t).Expect(out + "\n").To(ContainSubstring(strings.ReplaceAll(line, "\\n", "\n")))
 			}
+			if s.Status.Stream == nil && s.Spec.Source.UpstreamRecords == nil && len(tc.promotions) < 3 {
+				NewWithT(t).Expect(out).NotTo(MatchRegexp(`stream:|recorded:|follows:`), "no records lines without records")
+			}
 			if len(s.Status.Waves) == 0 {
 				NewWithT(t).Expect(out).NotTo(ContainSubstring("wave "), "no wave lines for a Stage without waves")
 			}
+		})
+	}
+}
+
+func TestFollowerPreviewLines(t *testing.T) {
+	cases := []struct {
+		name    string
+		preview FollowerPreview
+		want    []string
+	}{
+		{name: "takes a version, refuses one, skips one",
+			preview: FollowerPreview{UpstreamSeq: 6, UpstreamHead: d1, Takes: &PreviewVersion{Tag: "v2", Digest: d2, Seq: 4},
+				Refused: []PreviewVersion{{Tag: "v3", Digest: d1, Seq: 6, Why: "it failed verification upstream: Failed (record 6)"}}, Skipped: 1},
+			want: []string{"  would take v2 (sha256:222222222222): verified upstream in record 4 (upstreamSeq=6 upstreamHead=" + d1 + ")",
+				"    refused v3 (sha256:111111111111): it failed verification upstream: Failed (record 6)",
+				"    skipped 1 record(s): no trusted key signed them"}},
+		{name: "nothing verified", preview: FollowerPreview{UpstreamSeq: 1, UpstreamHead: d1},
+			want: []string{"  would take nothing: the upstream verified nothing that is not excluded (upstreamSeq=1 upstreamHead=" + d1 + ")"}},
+		{name: "unreadable", preview: FollowerPreview{Error: "upstream records were removed"},
+			want: []string{"  would take nothing: upstream records were removed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(previewLines(&tc.preview)).To(Equal(tc.want))
 		})
 	}
 }

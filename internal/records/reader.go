@@ -103,6 +103,16 @@ func (v *View) Excluded(digest string) (Exclusion, bool) {
 	return e, ok
 }
 
+// Exclusions are the versions the records rule out, newest record first.
+func (v *View) Exclusions() []Exclusion {
+	out := make([]Exclusion, 0, len(v.excluded))
+	for _, e := range v.excluded {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq > out[j].Seq })
+	return out
+}
+
 // Offered returns the offer of digest, if the upstream verified it and nothing excludes it.
 func (v *View) Offered(digest string) (Offer, bool) {
 	o, ok := v.offered[digest]

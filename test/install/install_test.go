@@ -292,6 +292,26 @@ func TestChartValues(t *testing.T) {
 			g.Expect(c["args"]).To(ContainElement("--metrics-bind-address=:9090"))
 			g.Expect(c["ports"]).To(ContainElement(HaveKeyWithValue("containerPort", BeEquivalentTo(9090))))
 		}},
+		{name: "records off and no upstream trust by default", values: `{}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			args := container(find(objs, "Deployment", "stagecoach-controller"))["args"]
+			g.Expect(args).NotTo(ContainElement(HavePrefix("--records-")))
+			g.Expect(args).NotTo(ContainElement(HavePrefix("--upstream-trust")))
+			g.Expect(find(objs, "ConfigMap", "stagecoach-upstream-trust")).To(BeNil())
+		}},
+		{name: "records and upstream trust become flags and a ConfigMap", namespace: "delivery",
+			values: `{records: {repository: registry.example/delivery/streams, cluster: eu1},
+				upstreamTrust: "keys:\n- name: staging-recorder\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}`,
+			check: func(g *WithT, objs []*unstructured.Unstructured) {
+				args := container(find(objs, "Deployment", "stagecoach-controller"))["args"]
+				g.Expect(args).To(ContainElements("--records-repository=registry.example/delivery/streams",
+					"--records-key-secret=delivery/recorder-key", "--records-cluster=eu1",
+					"--upstream-trust=configmap:delivery/stagecoach-upstream-trust"))
+				cm := find(objs, "ConfigMap", "stagecoach-upstream-trust")
+				g.Expect(cm).NotTo(BeNil())
+				g.Expect(cm.GetNamespace()).To(Equal("delivery"))
+				g.Expect(field(cm, "data")).To(Equal(map[string]any{
+					"upstream-trust.yaml": "keys:\n- name: staging-recorder\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}))
+			}},
 		{name: "monitoring is off by default", values: `{}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			g.Expect(find(objs, "Service", "stagecoach-metrics")).To(BeNil())
 			g.Expect(find(objs, "ConfigMap", "stagecoach-dashboard")).To(BeNil())

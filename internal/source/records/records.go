@@ -40,7 +40,8 @@ const GatePublished = "published"
 
 // Source follows upstream record streams.
 type Source struct {
-	// Trust is the parsed --upstream-trust; nil means none (every follower is UpstreamUntrusted).
+	// Trust is the parsed --upstream-trust at start; nil means none (every follower is
+	// UpstreamUntrusted). SetTrust replaces it while the Source runs.
 	Trust *trust.Config
 	// Secrets reads the Stages' credential Secrets.
 	Secrets client.Reader
@@ -57,6 +58,33 @@ type Source struct {
 	mu      sync.Mutex
 	follows map[types.NamespacedName]*follow
 	exists  map[string]bool
+	// untrusted says why Trust is nil when a trust config is named but cannot be used.
+	untrusted string
+	// trustGen counts SetTrust calls: a view built under another trust config is read again.
+	trustGen int
+}
+
+// SetTrust replaces the trust config: nil with why when the named config cannot be used (every
+// follower is then UpstreamUntrusted, saying why). Every view is rebuilt from the start of its
+// stream under the new config, so a key taken out no longer vouches for records read before.
+func (s *Source) SetTrust(tc *trust.Config, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Trust, s.untrusted = tc, why
+	s.trustGen++
+}
+
+// trust returns the trust config, or nil and the message of a follower without one.
+func (s *Source) trust() (*trust.Config, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Trust != nil {
+		return s.Trust, ""
+	}
+	if s.untrusted != "" {
+		return nil, s.untrusted
+	}
+	return nil, Untrusted
 }
 
 var _ source.Source = (*Source)(nil)
@@ -64,9 +92,11 @@ var _ source.Source = (*Source)(nil)
 // follow is what the Source knows of one Stage's stream.
 type follow struct {
 	repository, stream string
-	store              *records.Store
-	view               *records.View
-	at                 time.Time
+	// trustGen is the Source's trustGen the view was built under.
+	trustGen int
+	store    *records.Store
+	view     *records.View
+	at       time.Time
 	// err is the last read's failure; nil once a read succeeded.
 	err error
 }
@@ -93,12 +123,12 @@ func (s *Source) interval() time.Duration {
 }
 
 // Untrusted is the message of a follower without a trust config.
-const Untrusted = "this controller has no upstream trust config, so it cannot check the upstream's records: start it with --upstream-trust naming a file of the upstream recorder's public keys bound to their streams"
+const Untrusted = "this controller has no upstream trust config, so it cannot check the upstream's records: start it with --upstream-trust naming a file (or configmap:NAMESPACE/NAME) of the upstream recorder's public keys bound to their streams"
 
 // State returns the follower's state of stage, reading nothing.
 func (s *Source) State(stage *stagecoachv1.Stage) State {
-	if s.Trust == nil {
-		return State{Reason: stagecoachv1.ReasonUpstreamUntrusted, Message: Untrusted}
+	if tc, why := s.trust(); tc == nil {
+		return State{Reason: stagecoachv1.ReasonUpstreamUntrusted, Message: why}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,9 +167,10 @@ func (s *Source) read(ctx context.Context, stage *stagecoachv1.Stage, now time.T
 		s.follows = map[types.NamespacedName]*follow{}
 	}
 	f := s.follows[key]
+	tc, gen := s.Trust, s.trustGen
 	s.mu.Unlock()
-	if f == nil || f.repository != src.Repository || f.stream != src.Stream {
-		f = &follow{repository: src.Repository, stream: src.Stream}
+	if f == nil || f.repository != src.Repository || f.stream != src.Stream || f.trustGen != gen {
+		f = &follow{repository: src.Repository, stream: src.Stream, trustGen: gen}
 	}
 	var seen *records.Seen
 	if us := stage.Status.UpstreamSeen; us != nil && us.Seq > 0 {
@@ -169,7 +200,7 @@ func (s *Source) read(ctx context.Context, stage *stagecoachv1.Stage, now time.T
 		}
 		f.store = store
 	}
-	follower := records.Follower{Store: f.store, Trust: s.Trust}
+	follower := records.Follower{Store: f.store, Trust: tc}
 	view, err := follower.Read(ctx, src.Stream, f.view, seen)
 	f.at = now
 	if err != nil {
@@ -206,8 +237,8 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		return source.Offer{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: reason, Message: fmt.Sprintf(format, args...)},
 			Recheck: s.interval()}
 	}
-	if s.Trust == nil {
-		return block(stagecoachv1.ReasonUpstreamUntrusted, "%s", Untrusted), nil
+	if tc, why := s.trust(); tc == nil {
+		return block(stagecoachv1.ReasonUpstreamUntrusted, "%s", why), nil
 	}
 	f, err := s.read(ctx, stage, now, false)
 	if err != nil {
@@ -250,8 +281,8 @@ func (s *Source) Published(ctx context.Context, stage *stagecoachv1.Stage, diges
 	notPublished := func(format string, args ...any) (Verdict, error) {
 		return Verdict{Block: &stagecoachv1.GateBlock{Gate: GatePublished, Reason: stagecoachv1.ReasonNotPublished, Message: fmt.Sprintf(format, args...)}}, nil
 	}
-	if s.Trust == nil {
-		return notPublished("%s", Untrusted)
+	if tc, why := s.trust(); tc == nil {
+		return notPublished("%s", why)
 	}
 	f, err := s.read(ctx, stage, now, true)
 	if err != nil {

@@ -164,3 +164,64 @@ func TestPublished(t *testing.T) {
 		})
 	}
 }
+
+// otherKey is a trust config binding a key that signed nothing to the fixture's stream.
+func otherKey(t *testing.T) *trust.Config {
+	g := NewWithT(t)
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	g.Expect(err).NotTo(HaveOccurred())
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+	g.Expect(err).NotTo(HaveOccurred())
+	tc, err := trust.Parse([]byte("keys:\n- name: other\n  streams: [\"0123456789ab/staging/*\"]\n  publicKey: |\n    " +
+		strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	return tc
+}
+
+// SetTrust replaces the trust config of a running Source: what was read under the old config is
+// verified again under the new one, and a config that cannot be used says why.
+func TestSetTrust(t *testing.T) {
+	f := newFixture(t)
+	other := otherKey(t)
+	s := &Source{Trust: f.tc}
+	stage := f.stage(f.host + "/deploy/payments")
+	steps := []struct {
+		name         string
+		trust        *trust.Config
+		why          string
+		wantEvidence string
+		wantBlock    string
+		wantReason   string
+		wantSkipped  int
+	}{
+		{name: "the recorder's key", trust: f.tc, wantEvidence: "verified upstream in record 2 (upstreamSeq=6"},
+		{name: "a config that cannot be used", why: "ConfigMap stagecoach-system/trust has no key upstream-trust.yaml",
+			wantBlock: "ConfigMap stagecoach-system/trust has no key upstream-trust.yaml", wantReason: stagecoachv1.ReasonUpstreamUntrusted},
+		{name: "only another key: every record is read again and skipped", trust: other,
+			wantBlock: "is not verified in the upstream's records", wantSkipped: 6},
+		{name: "the recorder's key again", trust: f.tc, wantEvidence: "verified upstream in record 2 (upstreamSeq=6"},
+	}
+	for i, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if i > 0 {
+				s.SetTrust(step.trust, step.why)
+			}
+			v, err := s.Published(t.Context(), stage, f.verified, time.Now())
+			g.Expect(err).NotTo(HaveOccurred())
+			st := s.State(stage)
+			g.Expect(st.Reason).To(Equal(step.wantReason), st.Message)
+			if step.wantBlock == "" {
+				g.Expect(v.Block).To(BeNil())
+				g.Expect(v.Evidence).To(ContainSubstring(step.wantEvidence))
+				return
+			}
+			g.Expect(v.Block).NotTo(BeNil())
+			g.Expect(v.Block.Message).To(ContainSubstring(step.wantBlock))
+			g.Expect(st.Skipped).To(Equal(step.wantSkipped))
+			if step.wantReason != "" {
+				g.Expect(st.Message).To(Equal(step.why))
+			}
+		})
+	}
+}

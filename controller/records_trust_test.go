@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
+)
+
+// The trust ConfigMap is read again as it changes; what cannot be used leaves followers
+// UpstreamUntrusted saying what to fix, and a failed read of the API server keeps the keys.
+func TestTrustWatchLoad(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	valid := "keys:\n- name: staging\n  streams: [\"c/staging/*\"]\n  publicKey: |\n    " +
+		strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"
+
+	key := client.ObjectKey{Namespace: "stagecoach-system", Name: "upstream-trust"}
+	var getErr error
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if getErr != nil {
+				return getErr
+			}
+			return c.Get(ctx, k, obj, opts...)
+		}}).Build()
+	follower := &recordsource.Source{}
+	w := &trustWatch{Reader: c, Key: key, Follower: follower}
+	set := func(g Gomega, data map[string]string) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		if err := c.Get(t.Context(), key, cm); apierrors.IsNotFound(err) {
+			cm.Data = data
+			g.Expect(c.Create(t.Context(), cm)).To(Succeed())
+			return
+		}
+		cm.Data = data
+		g.Expect(c.Update(t.Context(), cm)).To(Succeed())
+	}
+	steps := []struct {
+		name    string
+		change  func(g Gomega)
+		wantMsg string // "" means trusted
+	}{
+		{name: "missing", wantMsg: "upstream trust ConfigMap stagecoach-system/upstream-trust (--upstream-trust) does not exist: create it"},
+		{name: "forbidden", change: func(Gomega) {
+			getErr = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, key.Name, errors.New("no RBAC"))
+		}, wantMsg: "cannot be read: grant the controller's service account get on it"},
+		{name: "without the key", change: func(g Gomega) { getErr = nil; set(g, map[string]string{"trust.yaml": valid}) },
+			wantMsg: "has no key upstream-trust.yaml"},
+		{name: "invalid", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: "keys: []"}) },
+			wantMsg: "key upstream-trust.yaml is invalid: upstream trust config lists no keys"},
+		{name: "valid", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: valid}) }},
+		{name: "the API server times out: the keys stay", change: func(Gomega) { getErr = apierrors.NewTimeoutError("slow", 1) }},
+		{name: "deleted", change: func(g Gomega) {
+			getErr = nil
+			g.Expect(c.Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
+		}, wantMsg: "does not exist"},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if step.change != nil {
+				step.change(g)
+			}
+			w.load(t.Context())
+			st := follower.State(&stagecoachv1.Stage{})
+			if step.wantMsg == "" {
+				g.Expect(st.Reason).To(BeEmpty(), st.Message)
+				g.Expect(follower.Trust).NotTo(BeNil())
+				return
+			}
+			g.Expect(st.Reason).To(Equal(stagecoachv1.ReasonUpstreamUntrusted))
+			g.Expect(st.Message).To(ContainSubstring(step.wantMsg))
+			g.Expect(st.Message).To(HaveSuffix("until then no upstream record is trusted and Stages following upstreamRecords take nothing"))
+		})
+	}
+}
