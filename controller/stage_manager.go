@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -131,7 +132,8 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A new or progressing Promotion is the Stage's work; one that finished may also settle
 		// a Stage others depend on.
-		Watches(&stagecoachv1.Promotion{}, handler.EnqueueRequestsFromMapFunc(r.stagesOfPromotion)).
+		Watches(&stagecoachv1.Promotion{}, handler.EnqueueRequestsFromMapFunc(r.stagesOfPromotion),
+			builder.WithPredicates(promotionNeedsLook{})).
 		// An Approval may open the approvals gate.
 		Watches(&stagecoachv1.Approval{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
@@ -300,6 +302,29 @@ func (r *StageReconciler) stagesOfPromotion(ctx context.Context, obj client.Obje
 	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.Stage}}
 	return append(r.stagesFollowing(ctx, stage), own)
 }
+
+// promotionNeedsLook lets through the Promotion events a Stage acts on: a new or deleted
+// Promotion, a change of its spec, labels or annotations, and a change of phase (one finishing
+// starts the next, and may settle Stages that follow or depend on it). An update of the rest of
+// its status is the controller's own write in the reconcile that already acted on it (only the
+// controller writes Promotion status): looking again would only repeat that reconcile, two to
+// four times per promotion (issue 21).
+type promotionNeedsLook struct{}
+
+func (promotionNeedsLook) Update(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*stagecoachv1.Promotion)
+	updated, okNew := e.ObjectNew.(*stagecoachv1.Promotion)
+	if !okOld || !okNew {
+		return true
+	}
+	return old.Status.Phase != updated.Status.Phase || old.Generation != updated.Generation ||
+		!updated.DeletionTimestamp.IsZero() ||
+		!maps.Equal(old.Labels, updated.Labels) || !maps.Equal(old.Annotations, updated.Annotations)
+}
+
+func (promotionNeedsLook) Create(event.CreateEvent) bool   { return true }
+func (promotionNeedsLook) Delete(event.DeleteEvent) bool   { return true }
+func (promotionNeedsLook) Generic(event.GenericEvent) bool { return true }
 
 // stagesSharingApplier maps a Stage event to the other Stages that name the same applier.
 func (r *StageReconciler) stagesSharingApplier(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -182,9 +182,13 @@ func run(c config) error {
 	fmt.Printf("resync %s: %s\n", resync.Round(10*time.Millisecond), restart)
 
 	// Promotions at once.
+	beforePromote, _ := proc.metrics(ctx)
 	latencies, err := promote(ctx, c, cl)
 	if err != nil {
 		return err
+	}
+	if afterPromote, err := proc.metrics(ctx); err == nil && beforePromote != nil {
+		fmt.Println(promoteBreakdown(beforePromote, afterPromote))
 	}
 	p50, p99 := pct(latencies, 0.50), pct(latencies, 0.99)
 
@@ -470,6 +474,27 @@ func sum(m map[string]float64, name string, labels ...string) float64 {
 		}
 	}
 	return t
+}
+
+// promoteBreakdown says where the promotions' time went in the controller, from its own metrics
+// between two scrapes: reconciles, how long a Stage waited in the queue and how long a reconcile
+// took (means), and the API requests it made.
+func promoteBreakdown(before, after map[string]float64) string {
+	delta := func(name string, labels ...string) float64 { return sum(after, name, labels...) - sum(before, name, labels...) }
+	mean := func(metric string) time.Duration {
+		n := delta(metric+"_count", `name="stage"`)
+		if n == 0 {
+			return 0
+		}
+		return time.Duration(delta(metric+"_sum", `name="stage"`) / n * float64(time.Second))
+	}
+	var requests []string
+	for _, method := range []string{"GET", "LIST", "PATCH", "POST", "PUT"} {
+		requests = append(requests, fmt.Sprintf("%s %.0f", method, delta("rest_client_requests_total", `method="`+method+`"`)))
+	}
+	return fmt.Sprintf("promotions: %.0f reconciles, mean wait in the queue %s, mean reconcile %s, requests %s",
+		delta("controller_runtime_reconcile_total", `controller="stage"`), mean("workqueue_queue_duration_seconds").Round(time.Millisecond),
+		mean("workqueue_work_duration_seconds").Round(time.Millisecond), strings.Join(requests, " "))
 }
 
 // waitSynced waits until done holds, at least minReconciles Stage reconciles ran and the Stage
