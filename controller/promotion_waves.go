@@ -102,7 +102,7 @@ func (run *promotionRun) wavesInput(p *stagecoachv1.Promotion, fleet *fleetEngin
 		ws = waves.WithoutSoak(ws) // a rollback does not soak on its way back
 	}
 	return waves.Input{Stage: stage.Name, Digest: digest, Targets: targets, Waves: ws, AllowPartial: stage.Spec.AllowPartial,
-		Previous: stage.Status.Waves, Now: run.now}, recheck
+		Previous: stage.Status.Waves, Now: run.now, Suspended: stage.Spec.Suspend}, recheck
 }
 
 // promoteTargets writes the version to each named Application the way the single-Application

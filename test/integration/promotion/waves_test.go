@@ -329,6 +329,13 @@ func TestWavesSuspend(t *testing.T) {
 	g.Eventually(argo.order, timeout, interval).Should(HaveLen(1))
 	g.Consistently(ctl.revisionPatches.Load, 2*time.Second, interval).Should(Equal(int32(1)))
 	g.Expect(getPromotion(g, t.Context(), ns, "v1").Status.Message).To(ContainSubstring("suspended"))
+	// The second wave is next, but nothing of it was promoted: it has not started.
+	ws := wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) {
+		g.Expect(ws[0].Phase).To(Equal(stagecoachv1.WaveCompleted), ws[0].Message)
+	})
+	g.Expect(ws[1].Syncing).To(BeEmpty())
+	g.Expect(ws[1].StartedAt).To(BeNil(), "wave %q is stamped started while the Stage is suspended: %s", ws[1].Name, ws[1].Message)
+	g.Expect(ws[1].Phase).To(Equal(stagecoachv1.WavePending), ws[1].Message)
 
 	s = getStage(g, t.Context(), ns, "fleet")
 	s.Spec.Suspend = false
