@@ -253,6 +253,13 @@ func TestWavesRollOutInOrder(t *testing.T) {
 		g.Expect(reset[1].Phase).To(Equal(stagecoachv1.WavePending))
 		g.Expect(reset[1].StartedAt).To(BeNil())
 		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting, "wave \"canary\"")
+		t.Run("Verified does not report the previous rollout complete", func(t *testing.T) {
+			s := getStage(NewWithT(t), t.Context(), ns, "fleet")
+			v := meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionVerified)
+			NewWithT(t).Expect(v).NotTo(BeNil())
+			NewWithT(t).Expect(v.Status).NotTo(Equal(metav1.ConditionTrue), "Verified while v2 rolls out: %s: %s", v.Reason, v.Message)
+			NewWithT(t).Expect(v.Message).To(ContainSubstring(digest(2)))
+		})
 		argo.held.Store(ws[1].Targets[0]) // the second wave stays syncing
 		argo.paused.Store(false)
 		mid := wavesOf(t, ns, "fleet", digest(2), func(g Gomega, ws []stagecoachv1.WaveStatus) {
