@@ -433,3 +433,47 @@ func TestWavesFailureHaltsAndRollsBack(t *testing.T) {
 		g.Expect(h).To(ContainElement("v2:Failed"))
 	})
 }
+
+// Abort, Freeze and Unfreeze act while the Stage is not Ready (its ApplicationSet lost its
+// label): a person must be able to stop or freeze a rollout whatever became of its applier.
+func TestWavesControlsWhileNotReady(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	newFleet(t, ns, "fleet", fiveClusters)
+	newWavesStage(t, ns, "fleet", nil)
+	startController(t, nil)
+	argo := startFleetArgoCD(t, ns, nil)
+	argo.paused.Store(true)
+	newPromotion(t, ns, "v1", "fleet", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) { g.Expect(ws[0].Syncing).To(HaveLen(1)) })
+
+	set := &unstructured.Unstructured{}
+	set.SetAPIVersion("argoproj.io/v1alpha1")
+	set.SetKind("ApplicationSet")
+	g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "fleet"}, set)).To(Succeed())
+	set.SetLabels(nil)
+	g.Expect(env.Client.Update(t.Context(), set)).To(Succeed())
+	eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonApplierUnlabelled, "")
+
+	control := func(name string, action stagecoachv1.PromotionAction) {
+		p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: stagecoachv1.PromotionSpec{Stage: "fleet", Action: action, Reason: "the ApplicationSet is being repaired"}}
+		g.Expect(env.Client.Create(t.Context(), p)).To(Succeed())
+	}
+	t.Run("Freeze", func(t *testing.T) {
+		control("freeze", stagecoachv1.ActionFreeze)
+		eventuallyPhase(t, ns, "freeze", stagecoachv1.PhaseSucceeded)
+		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonFrozenByPromotion, "freeze")
+	})
+	t.Run("Unfreeze", func(t *testing.T) {
+		control("unfreeze", stagecoachv1.ActionUnfreeze)
+		eventuallyPhase(t, ns, "unfreeze", stagecoachv1.PhaseSucceeded)
+		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionFrozen, metav1.ConditionFalse, stagecoachv1.ReasonUnfrozen, "unfreeze")
+	})
+	t.Run("Abort", func(t *testing.T) {
+		control("stop", stagecoachv1.ActionAbort)
+		eventuallyPhase(t, ns, "stop", stagecoachv1.PhaseSucceeded)
+		p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseAborted)
+		NewWithT(t).Expect(p.Status.Message).To(ContainSubstring("the ApplicationSet is being repaired"))
+	})
+}
