@@ -134,6 +134,7 @@ func TestFleetWavesVsRollingSync(t *testing.T) {
 	argo.Promote(ours, "v2.0.0", v2)
 	argo.WaitVerified(ours, v2, start)
 	ourTime := time.Since(start)
+	ourStart := start
 	s := argo.GetStage(sc.G, ours)
 	var ourWaves [][]string
 	for _, w := range s.Status.Waves {
@@ -167,6 +168,8 @@ func TestFleetWavesVsRollingSync(t *testing.T) {
 	report("%-8s Stagecoach waves: %d Applications in 3 waves (3/9/18) Verified in %s (grace 0), %d out-of-order syncs", "fleet", total, secs(ourTime), ourLate)
 	report("%-8s Argo CD RollingSync: the same %d Applications in 3 steps Synced+Healthy in %s, %d out-of-order syncs", "fleet", total, secs(theirTime), theirLate)
 	report("%-8s RollingSync/Stagecoach %.1fx", "fleet", theirTime.Seconds()/ourTime.Seconds())
+	report("%-8s per wave, first sync began → last finished: Stagecoach %s; RollingSync %s", "fleet",
+		syncs.timeline(ourWaves, v2, ourStart), syncs.timeline(waveApps[theirs], v2, start))
 	for _, w := range theirWhich {
 		t.Logf("RollingSync out of order: %s", w)
 	}

@@ -116,6 +116,25 @@ func (a *appSyncs) outOfOrder(waves [][]string, digest string) (int, []string) {
 	return n, which
 }
 
+// timeline says, per wave, when its first sync of digest began and its last one finished,
+// counted from start ("w1 0.3→4.1 s"): the gaps between waves are what the orchestrator adds.
+func (a *appSyncs) timeline(waves [][]string, digest string, start time.Time) string {
+	var parts []string
+	for i, wave := range waves {
+		var first, last time.Time
+		for _, app := range wave {
+			if s := a.startedAt(app, digest); !s.IsZero() && (first.IsZero() || s.Before(first)) {
+				first = s
+			}
+			if d := a.doneAt(app, digest); d.After(last) {
+				last = d
+			}
+		}
+		parts = append(parts, fmt.Sprintf("wave %d %.1f→%.1f s", i+1, first.Sub(start).Seconds(), last.Sub(start).Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // fleetAppSet is the shipped example ApplicationSet (manifests/argocd/applicationset-waves), so
 // that its ignoreApplicationDifferences and preservedFields are what the test runs, made into
 // this scenario's: its name and Stage label, generators, and a template deploying repoURL at
