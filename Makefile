@@ -169,7 +169,7 @@ $(CONTROLLER_GEN):
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
 
 .PHONY: bench
-bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build.
+bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build; 30 Applications in waves against Argo CD's RollingSync.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
 	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
@@ -179,8 +179,9 @@ bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test -v -count=1 -run '^TestFollowerLag$$' ./test/integration/records -args -records.lag-versions=5 -records.lag-interval=5s
 	go test -run '^$$' -bench BenchmarkScrape -benchtime 3x -benchmem ./internal/metrics
 	go run ./test/bench/cmp
-	@# The latency a dependsOn level adds on the local stack, beside Flux's own dependsOn.
-	cd test/e2e && STAGECOACH_E2E_BENCH=1 go test -count=1 -timeout 15m -run 'TestDependencyLatencyPerLevel' -v ./... | grep 'REPORT'
+	@# The latency a dependsOn level adds on the local stack, beside Flux's own dependsOn; 30
+	@# Applications in 3 waves, Stagecoach's waves beside Argo CD's RollingSync (issue 17).
+	cd test/e2e && STAGECOACH_E2E_BENCH=1 go test -count=1 -timeout 30m -run 'TestDependencyLatencyPerLevel|TestFleetWavesVsRollingSync' -v ./... | grep 'REPORT'
 
 # The scale benchmark (issue 21) takes minutes, so it is not part of `make bench`: N Applications and
 # N Stages, the built controller as its own process; BENCH_ARGS passes it extra flags.

@@ -47,6 +47,28 @@ func (run *promotionRun) queue(ctx context.Context) (running, next *stagecoachv1
 	return q.Running, q.Next, nil
 }
 
+// controls carries out the waiting Abort, Freeze and Unfreeze Promotions alone, for a Stage
+// whose applier cannot be used: none of them writes to it.
+func (run *promotionRun) controls(ctx context.Context) error {
+	if err := run.listPromotions(ctx); err != nil {
+		return err
+	}
+	q := plan.Queue(run.promotions)
+	for _, p := range q.Controls {
+		if p.Spec.Action == stagecoachv1.ActionAbort {
+			if err := run.abort(ctx, p, q.Running); err != nil {
+				return err
+			}
+			q.Running = nil
+			continue
+		}
+		if err := run.control(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // control carries out a Freeze or Unfreeze Promotion at once.
 func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion) error {
 	stage := run.stage
@@ -59,6 +81,10 @@ func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion)
 	message := "the Stage is unfrozen"
 	// A person looked at what someone else wrote to the applier and accepts it: the next
 	// promote may write over it.
+	if run.applier == nil || run.obj == nil {
+		// The applier cannot be read now: there is nothing written to accept.
+		return run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, message)
+	}
 	if current := run.applier.Revision(run.obj); current != stage.Status.LastAppliedDigest {
 		stage.Status.LastAppliedDigest = current
 		message += fmt.Sprintf("; %q on %s '%s' is accepted as written", current, run.obj.GetKind(), run.obj.GetName())

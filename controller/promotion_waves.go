@@ -26,6 +26,19 @@ func (run *promotionRun) progressWaves(ctx context.Context, p *stagecoachv1.Prom
 	rollback := p.Spec.Action == stagecoachv1.ActionRollback
 	d := waves.Schedule(in)
 	stage.Status.Waves = d.Waves
+	if !d.Complete && !d.Halted {
+		// A rollout is not verified until its last wave is: the previous version's Verified
+		// must not read as this one's (the seed's Complete condition that stayed True).
+		last := "none"
+		if c := stage.Status.Current; c != nil && c.Digest != "" {
+			last = c.Digest
+			if c.Version != "" {
+				last = c.Version + "@" + c.Digest
+			}
+		}
+		run.setStageCondition(stagecoachv1.ConditionVerified, metav1.ConditionUnknown, stagecoachv1.ReasonPromoting,
+			fmt.Sprintf("%s is rolling out and not verified yet (%s); the last version verified here is %s", versionString(version), d.Message, last))
+	}
 
 	switch {
 	case stage.Spec.Suspend:
@@ -102,7 +115,7 @@ func (run *promotionRun) wavesInput(p *stagecoachv1.Promotion, fleet *fleetEngin
 		ws = waves.WithoutSoak(ws) // a rollback does not soak on its way back
 	}
 	return waves.Input{Stage: stage.Name, Digest: digest, Targets: targets, Waves: ws, AllowPartial: stage.Spec.AllowPartial,
-		Previous: stage.Status.Waves, Now: run.now}, recheck
+		Previous: stage.Status.Waves, Now: run.now, Suspended: stage.Spec.Suspend}, recheck
 }
 
 // promoteTargets writes the version to each named Application the way the single-Application

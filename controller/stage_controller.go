@@ -155,8 +155,12 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if verdict.retry {
 			result.RequeueAfter = r.ApplierRetryInterval
 		}
-		// A Promotion already running still ends by its deadline, whatever became of the applier.
+		// A Promotion already running still ends by its deadline, whatever became of the applier;
+		// Abort, Freeze and Unfreeze need no applier and act at once.
 		run := r.newPromotionRun(stage, verdict.obj, nil, writer.commit)
+		if err := run.controls(ctx); err != nil {
+			return result, err
+		}
 		expiresIn, err := run.expireRunning(ctx, verdict.message)
 		if expiresIn > 0 && (result.RequeueAfter == 0 || expiresIn < result.RequeueAfter) {
 			result.RequeueAfter = expiresIn

@@ -34,6 +34,22 @@ func app(rev, opPhase, health string, finished, reconciled time.Time, appliedAt 
 	return u
 }
 
+// rolledBack is an OCI Application told to run rev again (Stagecoach wrote it at written) after
+// Argo CD's sync of other ended in opPhase without changing the cluster (admission refused it):
+// Argo CD compared it at reconciled and found the cluster Synced at rev, so it starts no sync.
+func rolledBack(rev, other, opPhase string, written, reconciled time.Time, refreshPending bool) *unstructured.Unstructured {
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	u := app(other, opPhase, "Healthy", written.Add(-10*time.Second), reconciled, stamp(written))
+	_ = unstructured.SetNestedField(u.Object, rev, "spec", "source", "targetRevision")
+	_ = unstructured.SetNestedField(u.Object, rev, "status", "sync", "revision")
+	if refreshPending {
+		a := u.GetAnnotations()
+		a["argocd.argoproj.io/refresh"] = "normal"
+		u.SetAnnotations(a)
+	}
+	return u
+}
+
 func TestObserveTarget(t *testing.T) {
 	now := t0.Add(time.Minute)
 	cases := []struct {
@@ -53,6 +69,17 @@ func TestObserveTarget(t *testing.T) {
 		{name: "landed within grace waits", app: app(d2, "Succeeded", "Healthy", now, now, ""), grace: 30 * time.Second,
 			want: Syncing, wantRecheck: now.Add(31 * time.Second)},
 		{name: "stale health is not landed", app: app(d2, "Succeeded", "Healthy", now, t0, ""), want: Syncing},
+		{name: "back on a digest the cluster still runs after a refused sync: done without a sync",
+			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(time.Second), false), want: Done},
+		{name: "back on a digest the cluster still runs, grace counted from the comparison",
+			app: rolledBack(d2, "sha256:3333", "Failed", now, now, false), grace: 30 * time.Second,
+			want: Syncing, wantRecheck: now.Add(31 * time.Second)},
+		{name: "back on a digest: the refresh Stagecoach asked for is not done yet",
+			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(time.Second), true), want: Syncing},
+		{name: "back on a digest: compared before Stagecoach wrote it",
+			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(-time.Second), false), want: Syncing},
+		{name: "back on a digest: the other revision's sync still runs",
+			app: rolledBack(d2, "sha256:3333", "Running", t0, t0.Add(time.Second), false), want: Syncing},
 		{name: "past its own deadline fails", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 30 * time.Second, want: Failed},
 		{name: "within its own deadline syncs", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 2 * time.Minute,
 			want: Syncing, wantRecheck: t0.Add(2*time.Minute + time.Second)},

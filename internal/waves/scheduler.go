@@ -52,6 +52,9 @@ type Input struct {
 	Previous []v1alpha1.WaveStatus
 	// Now is the time of the decision.
 	Now time.Time
+	// Suspended is the Stage's spec.suspend: nothing starts, and nothing is stamped or fails
+	// by time meanwhile.
+	Suspended bool
 }
 
 // WavePlan is one wave's share of the targets, with its limits resolved to numbers.
@@ -153,7 +156,10 @@ func Schedule(in Input) Decision {
 			continue
 		}
 		d.Current = i
-		if st.StartedAt == nil {
+		moved := len(st.Syncing) + len(st.Completed) + len(st.Failed)
+		if st.StartedAt == nil && !(in.Suspended && moved == 0) {
+			// While suspended nothing is promoted, so a wave none of whose targets moved has
+			// not started.
 			st.StartedAt = stamp()
 		}
 		counts := fmt.Sprintf("%d of %d targets done, %d syncing, %d failed (maxFailures %d)",
@@ -173,7 +179,7 @@ func Schedule(in Input) Decision {
 			st.Message = fmt.Sprintf("%s: %s failed, more than maxFailures allows; the rollout is halted: fix the failing Applications and promote again, or roll back",
 				counts, listSome(st.Failed))
 			waitOn = fmt.Sprintf("the rollout is halted: wave %q failed", p.Name)
-		case unfinished > 0 && deadline != nil && in.Now.Sub(st.StartedAt.Time) > deadline.Duration:
+		case unfinished > 0 && deadline != nil && !in.Suspended && st.StartedAt != nil && in.Now.Sub(st.StartedAt.Time) > deadline.Duration:
 			halt()
 			st.Message = fmt.Sprintf("%s: not done within its progressDeadline %s (started %s); the rollout is halted: look at %s",
 				counts, deadline.Duration, st.StartedAt.UTC().Format(time.RFC3339), listSome(append(slices.Clone(st.Syncing), pending...)))
@@ -194,9 +200,13 @@ func Schedule(in Input) Decision {
 			st.Phase = v1alpha1.WaveCompleted
 			st.Message = counts
 			completed++
+		case in.Suspended && moved == 0:
+			st.Phase = v1alpha1.WavePending
+			st.Message = fmt.Sprintf("%d targets wait: the Stage is suspended", len(p.Targets))
+			waitOn = fmt.Sprintf("waits for wave %q", p.Name)
 		default:
 			st.Phase = v1alpha1.WaveProgressing
-			if free := p.MaxParallel - len(st.Syncing); free > 0 {
+			if free := p.MaxParallel - len(st.Syncing); free > 0 && !in.Suspended {
 				start := pending[:min(free, len(pending))]
 				d.Start = append(d.Start, start...)
 				st.Syncing = append(st.Syncing, start...)
@@ -204,7 +214,7 @@ func Schedule(in Input) Decision {
 			st.Message = fmt.Sprintf("%d of %d targets done, %d syncing (maxParallel %d), %d failed (maxFailures %d)",
 				len(st.Completed), len(p.Targets), len(st.Syncing), p.MaxParallel, len(st.Failed), p.MaxFailures)
 			waitOn = fmt.Sprintf("waits for wave %q", p.Name)
-			if deadline != nil {
+			if deadline != nil && !in.Suspended {
 				d.NextCheck = st.StartedAt.Add(deadline.Duration)
 			}
 		}
@@ -227,6 +237,9 @@ func Schedule(in Input) Decision {
 		d.Message = fmt.Sprintf("all %d waves completed", len(plan))
 	default:
 		d.Message = fmt.Sprintf("wave %q (%d of %d): %s", plan[d.Current].Name, d.Current+1, len(plan), d.Waves[d.Current].Message)
+	}
+	if in.Suspended && !d.Complete && !d.Halted && !d.Refused {
+		d.Message += " (suspended: nothing is promoted)"
 	}
 	return d
 }

@@ -511,6 +511,34 @@ func TestScheduleTimes(t *testing.T) {
 			},
 		},
 		{
+			name: "a suspended rollout starts nothing and stamps no wave started",
+			in: Input{Stage: "payments", Digest: d1, Suspended: true, Targets: []Target{
+				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: Done},
+				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: Pending},
+			}, Waves: waves, Now: t0, Previous: []v1alpha1.WaveStatus{{Name: "a", Digest: d1, StartedAt: &started, FinishedAt: &finished}}},
+			check: func(g *WithT, d Decision) {
+				g.Expect(d.Start).To(BeEmpty())
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WaveCompleted))
+				g.Expect(d.Waves[1].StartedAt).To(BeNil(), d.Waves[1].Message)
+				g.Expect(d.Waves[1].Syncing).To(BeEmpty())
+				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.WavePending))
+				g.Expect(d.Message).To(ContainSubstring("suspended"))
+			},
+		},
+		{
+			name: "a suspended rollout does not fail by time: a wave past its progressDeadline stays as it is",
+			in: Input{Stage: "payments", Digest: d1, Suspended: true, Targets: []Target{
+				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: Syncing},
+				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: Pending},
+			}, Waves: []v1alpha1.Wave{{Name: "a", Selector: match("region", "a"), ProgressDeadline: dur(time.Minute)}, {Name: "b", Selector: match("region", "b")}},
+				Now: t0, Previous: []v1alpha1.WaveStatus{{Name: "a", Digest: d1, StartedAt: &started}}},
+			check: func(g *WithT, d Decision) {
+				g.Expect(d.Halted).To(BeFalse())
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WaveProgressing))
+				g.Expect(d.Waves[0].FinishedAt).To(BeNil())
+			},
+		},
+		{
 			name: "a finished wave whose target fails later keeps finishedAt and halts",
 			in: Input{Stage: "payments", Digest: d1, Targets: []Target{
 				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: Failed},

@@ -254,6 +254,13 @@ func TestWavesRollOutInOrder(t *testing.T) {
 		g.Expect(reset[1].Phase).To(Equal(stagecoachv1.WavePending))
 		g.Expect(reset[1].StartedAt).To(BeNil())
 		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting, "wave \"canary\"")
+		t.Run("Verified does not report the previous rollout complete", func(t *testing.T) {
+			s := getStage(NewWithT(t), t.Context(), ns, "fleet")
+			v := meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionVerified)
+			NewWithT(t).Expect(v).NotTo(BeNil())
+			NewWithT(t).Expect(v.Status).NotTo(Equal(metav1.ConditionTrue), "Verified while v2 rolls out: %s: %s", v.Reason, v.Message)
+			NewWithT(t).Expect(v.Message).To(ContainSubstring(digest(2)))
+		})
 		argo.held.Store(ws[1].Targets[0]) // the second wave stays syncing
 		argo.paused.Store(false)
 		mid := wavesOf(t, ns, "fleet", digest(2), func(g Gomega, ws []stagecoachv1.WaveStatus) {
@@ -337,6 +344,13 @@ func TestWavesSuspend(t *testing.T) {
 		g.Expect(appsAt(g, t.Context(), ns, digest(1))).To(HaveLen(1))
 	}, 2*time.Second, interval).Should(Succeed())
 	g.Expect(getPromotion(g, t.Context(), ns, "v1").Status.Message).To(ContainSubstring("suspended"))
+	// The second wave is next, but nothing of it was promoted: it has not started.
+	ws := wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) {
+		g.Expect(ws[0].Phase).To(Equal(stagecoachv1.WaveCompleted), ws[0].Message)
+	})
+	g.Expect(ws[1].Syncing).To(BeEmpty())
+	g.Expect(ws[1].StartedAt).To(BeNil(), "wave %q is stamped started while the Stage is suspended: %s", ws[1].Name, ws[1].Message)
+	g.Expect(ws[1].Phase).To(Equal(stagecoachv1.WavePending), ws[1].Message)
 
 	s = getStage(g, t.Context(), ns, "fleet")
 	s.Spec.Suspend = false
@@ -445,5 +459,49 @@ func TestWavesFailureHaltsAndRollsBack(t *testing.T) {
 			h = append(h, fmt.Sprintf("%s:%s", e.Promotion, e.Phase))
 		}
 		g.Expect(h).To(ContainElement("v2:Failed"))
+	})
+}
+
+// Abort, Freeze and Unfreeze act while the Stage is not Ready (its ApplicationSet lost its
+// label): a person must be able to stop or freeze a rollout whatever became of its applier.
+func TestWavesControlsWhileNotReady(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	newFleet(t, ns, "fleet", fiveClusters)
+	newWavesStage(t, ns, "fleet", nil)
+	startController(t, nil)
+	argo := startFleetArgoCD(t, ns, nil)
+	argo.paused.Store(true)
+	newPromotion(t, ns, "v1", "fleet", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) { g.Expect(ws[0].Syncing).To(HaveLen(1)) })
+
+	set := &unstructured.Unstructured{}
+	set.SetAPIVersion("argoproj.io/v1alpha1")
+	set.SetKind("ApplicationSet")
+	g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "fleet"}, set)).To(Succeed())
+	set.SetLabels(nil)
+	g.Expect(env.Client.Update(t.Context(), set)).To(Succeed())
+	eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonApplierUnlabelled, "")
+
+	control := func(name string, action stagecoachv1.PromotionAction) {
+		p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: stagecoachv1.PromotionSpec{Stage: "fleet", Action: action, Reason: "the ApplicationSet is being repaired"}}
+		g.Expect(env.Client.Create(t.Context(), p)).To(Succeed())
+	}
+	t.Run("Freeze", func(t *testing.T) {
+		control("freeze", stagecoachv1.ActionFreeze)
+		eventuallyPhase(t, ns, "freeze", stagecoachv1.PhaseSucceeded)
+		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionFrozen, metav1.ConditionTrue, stagecoachv1.ReasonFrozenByPromotion, "freeze")
+	})
+	t.Run("Unfreeze", func(t *testing.T) {
+		control("unfreeze", stagecoachv1.ActionUnfreeze)
+		eventuallyPhase(t, ns, "unfreeze", stagecoachv1.PhaseSucceeded)
+		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionFrozen, metav1.ConditionFalse, stagecoachv1.ReasonUnfrozen, "unfreeze")
+	})
+	t.Run("Abort", func(t *testing.T) {
+		control("stop", stagecoachv1.ActionAbort)
+		eventuallyPhase(t, ns, "stop", stagecoachv1.PhaseSucceeded)
+		p := eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseAborted)
+		NewWithT(t).Expect(p.Status.Message).To(ContainSubstring("the ApplicationSet is being repaired"))
 	})
 }
