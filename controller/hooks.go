@@ -132,7 +132,7 @@ type bodyCheck func(r *http.Request, body []byte) (ok bool, status int, msg stri
 func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (HookEvent, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
-			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+			refuse(w, "use POST", http.StatusMethodNotAllowed)
 			return
 		}
 		select {
@@ -140,20 +140,20 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 			defer func() { <-h.inFlight }()
 		default:
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "too many hook requests at once; retry", http.StatusServiceUnavailable)
+			refuse(w, "too many hook requests at once; retry", http.StatusServiceUnavailable)
 			return
 		}
 		if h.Leading != nil && !h.Leading() {
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "this replica is not the leader and does not act on hooks; retry", http.StatusServiceUnavailable)
+			refuse(w, "this replica is not the leader and does not act on hooks; retry", http.StatusServiceUnavailable)
 			return
 		}
 		if r.ContentLength > MaxHookBody {
-			http.Error(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
+			refuse(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
 			return
 		}
 		if ok, status, msg := headers(r); !ok {
-			http.Error(w, msg, status)
+			refuse(w, msg, status)
 			return
 		}
 		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHookBody))
@@ -182,6 +182,14 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = fmt.Fprintf(w, "woke %d Stage(s) applying through %s %s/%s\n", len(reqs), event.Kind, event.Namespace, event.Name)
 	}
+}
+
+// refuse answers a request whose body was not read, and closes the connection: otherwise the
+// server would first wait for the unread body (to reuse the connection), up to its read timeout,
+// so a refused sender would still hold a connection and its goroutine that long.
+func refuse(w http.ResponseWriter, msg string, status int) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, status)
 }
 
 // ParseSignature reads X-Signature: <alg>=<hex HMAC> (Flux's generic-hmac Provider): the hash

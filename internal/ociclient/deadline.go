@@ -13,19 +13,24 @@ import (
 // for longer.
 const DefaultCallTimeout = 30 * time.Second
 
+// HeaderTimeout bounds dialing, the TLS handshake and the wait for a response header.
+const HeaderTimeout = 10 * time.Second
+
 // NewTransport is the base transport of registry calls: dial, TLS handshake and response header
-// each have a deadline, and the whole call (body included) ends after callTimeout (0 means
-// DefaultCallTimeout).
+// each have a deadline (callTimeout, at most HeaderTimeout), and the whole call (body included)
+// ends after callTimeout (0 means DefaultCallTimeout). The header deadline is the shorter one
+// because a registry answers headers at once whatever the blob's size: with the client's retries,
+// a hung registry is given up on well within a minute.
 func NewTransport(callTimeout time.Duration) http.RoundTripper {
 	if callTimeout <= 0 {
 		callTimeout = DefaultCallTimeout
 	}
-	step := min(callTimeout, 10*time.Second)
+	step := min(callTimeout, HeaderTimeout)
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: step, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   step,
-		ResponseHeaderTimeout: callTimeout,
+		ResponseHeaderTimeout: step,
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   4,

@@ -1,6 +1,7 @@
 package ociclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -16,11 +17,16 @@ import (
 // body) costs one call timeout, not forever.
 func TestTransportDeadlines(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		handler http.HandlerFunc
-		readAll bool
+		name        string
+		handler     http.HandlerFunc
+		readAll     bool
+		callTimeout time.Duration // 300ms when 0
+		within      time.Duration // 10s when 0
 	}{
 		{name: "no response header", handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		// The default call timeout (30s) is for bodies: headers come within HeaderTimeout or never.
+		{name: "no response header with the default call timeout", callTimeout: DefaultCallTimeout, within: HeaderTimeout + 2*time.Second,
+			handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
 		{name: "a body that never ends", readAll: true, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write([]byte("{"))
@@ -32,7 +38,8 @@ func TestTransportDeadlines(t *testing.T) {
 			g := NewWithT(t)
 			srv := httptest.NewServer(tc.handler)
 			defer srv.Close()
-			client := &http.Client{Transport: NewTransport(300 * time.Millisecond)}
+			callTimeout, within := cmp.Or(tc.callTimeout, 300*time.Millisecond), cmp.Or(tc.within, 10*time.Second)
+			client := &http.Client{Transport: NewTransport(callTimeout)}
 			done := make(chan error, 1)
 			go func() {
 				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v2/", nil)
@@ -46,7 +53,7 @@ func TestTransportDeadlines(t *testing.T) {
 				done <- err
 			}()
 			var err error
-			g.Eventually(done, 10*time.Second).Should(Receive(&err))
+			g.Eventually(done, within).Should(Receive(&err))
 			g.Expect(errors.Is(err, context.DeadlineExceeded) || isTimeout(err)).To(BeTrue(), "got %v", err)
 		})
 	}

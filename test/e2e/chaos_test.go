@@ -12,6 +12,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +30,12 @@ const (
 	// chaosReleases bounds the releases pushed; the pipeline runs them one after the other until
 	// the kills are over (at least chaosMinReleases).
 	chaosReleases, chaosMinReleases = 12, 3
+	// chaosAPIRestarts are the kills after which kube-apiserver is killed and started again too,
+	// while the controller runs.
+	chaosAPIRestartAfter1, chaosAPIRestartAfter2 = 2, 6
+	// hungWithin bounds how long the Stage listing the hung registry takes to say so, with the
+	// controller's default registry deadlines (issue 14: within a minute).
+	hungWithin = time.Minute
 )
 
 // The controller is killed (SIGKILL) ten times at random moments while releases flow through a
@@ -37,6 +45,9 @@ const (
 // has ended exactly once: Succeeded, its finishedAt written once and never changed (watched the
 // whole time), at most one Promotion per Stage and digest (automation never created a second);
 // and each Stage's history holds each of its finished Promotions exactly once.
+// kube-apiserver is killed and restarted twice on the way (nothing may be double-applied or lost
+// either), and a Stage in another namespace lists a registry that accepts connections and never
+// answers: that Stage alone turns Ready=False RegistryUnreachable, the pipeline is not held up.
 func TestRestartChaos(t *testing.T) {
 	sc := env.Scenario(t)
 	seed := uint64(time.Now().UnixNano())
@@ -72,13 +83,43 @@ func TestRestartChaos(t *testing.T) {
 	sc.Stage("prod", "payments", "prod", stagecoachv1.ApplierReference{Kind: "Application", Name: "payments-prod"},
 		stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "staging"}}, auto)
 
+	// The hung registry's Stage, in a namespace of its own, with a labelled Application.
+	hung, err := localstack.StartHungRegistry()
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(hung.Close)
+	hungNS := sc.TargetNamespace("hung-stage")
+	sc.G.Expect(sc.ArgoCDOCIRepository(sc.Ctx(), repo)).To(Succeed())
+	sc.Apply(localstack.ArgoCDOCIApplicationYAML(hungNS, "payments-hung", sc.Registry.OCIURL(repo), releases[0].tag, "hung", sc.TargetNamespace("hung")))
+	hungStage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: hungNS, Name: "hung"},
+		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: "hung",
+			ApplyRef:  stagecoachv1.ApplierReference{Kind: "Application", Name: "payments-hung"},
+			Source:    stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: hung.Addr + "/deploy/payments"}},
+			Promotion: &stagecoachv1.PromotionPolicy{Auto: true}}}
+	sc.G.Expect(sc.Client.Create(sc.Ctx(), hungStage)).To(Succeed())
+	hungCreated := time.Now()
+	hungSaid := make(chan time.Time, 1) // when the hung Stage first said RegistryUnreachable
+	go func() {
+		for sc.Ctx().Err() == nil {
+			s := &stagecoachv1.Stage{}
+			if err := sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(hungStage), s); err == nil {
+				if c := meta.FindStatusCondition(s.Status.Conditions, stagecoachv1.ConditionReady); c != nil &&
+					c.Status == metav1.ConditionFalse && c.Reason == stagecoachv1.ReasonRegistryUnreachable {
+					hungSaid <- time.Now()
+					return
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+
 	finishes := &finishLog{finishedAt: map[string]map[string]bool{}, phases: map[string][]stagecoachv1.PromotionPhase{}}
 	sc.Watch("stagecoach.dev/v1alpha1", "Promotion", func(_ time.Time, u *unstructured.Unstructured) { finishes.observe(u) })
 
 	// The kills run beside the pipeline; only this goroutine restarts the controller.
 	killerDone, killerExited := make(chan error, 1), make(chan struct{})
-	var kills []time.Duration
+	var kills, apiRestarts []time.Duration
 	start := time.Now()
+	lastStart := start // the controller's last start (restart chaos): a killed controller lists again
 	go func() {
 		defer close(killerExited)
 		killerDone <- func() error {
@@ -92,6 +133,18 @@ func TestRestartChaos(t *testing.T) {
 				kills = append(kills, time.Since(start))
 				if err := sc.StartController(sc.Ctx()); err != nil {
 					return fmt.Errorf("restart %d of the controller: %w", i+1, err)
+				}
+				lastStart = time.Now()
+				if i == chaosAPIRestartAfter1 || i == chaosAPIRestartAfter2 {
+					select {
+					case <-sc.Ctx().Done():
+						return sc.Ctx().Err()
+					case <-time.After(d):
+					}
+					if err := sc.RestartAPIServer(sc.Ctx()); err != nil {
+						return fmt.Errorf("restart of kube-apiserver after kill %d: %w", i+1, err)
+					}
+					apiRestarts = append(apiRestarts, time.Since(start))
 				}
 			}
 			return nil
@@ -165,8 +218,25 @@ func TestRestartChaos(t *testing.T) {
 		g.Expect(history).To(ConsistOf(keys(perStage[stage])), "history of Stage %s (newest first) against its finished Promotions", stage)
 	}
 	g.Expect(finishes.problems()).To(BeEmpty(), "Promotions whose end was written more than once or undone")
-	report("chaos: %d kills at %v over %s; %d releases through dev→staging→prod, %d Promotions, each ended once and in its Stage's history once",
-		len(kills), roundAll(kills), elapsed.Round(100*time.Millisecond), done, len(list.Items))
+	g.Expect(apiRestarts).To(HaveLen(2), "kube-apiserver restarts")
+
+	// The hung registry held only its own Stage: it said so within a minute of its creation or of
+	// the controller's last restart (a killed controller lists again), and nothing was promoted there.
+	from := hungCreated
+	if lastStart.After(from) {
+		from = lastStart
+	}
+	var saidAt time.Time
+	g.Eventually(hungSaid, max(hungWithin-time.Since(from), 0)+time.Second).Should(Receive(&saidAt),
+		"Stage %s/hung did not turn Ready=False RegistryUnreachable within %s", hungNS, hungWithin)
+	hungAfter := max(saidAt.Sub(from), 0)
+	g.Expect(hungAfter).To(BeNumerically("<", hungWithin))
+	g.Expect(hung.Accepted()).To(BeNumerically(">", 0), "the controller never called the hung registry")
+	var hungPromotions stagecoachv1.PromotionList
+	g.Expect(sc.Client.List(sc.Ctx(), &hungPromotions, client.InNamespace(hungNS))).To(Succeed())
+	g.Expect(hungPromotions.Items).To(BeEmpty())
+	report("chaos: %d kills at %v and kube-apiserver restarts at %v over %s; %d releases through dev→staging→prod, %d Promotions, each ended once and in its Stage's history once; the hung registry's Stage said RegistryUnreachable %s after its creation or the last restart",
+		len(kills), roundAll(kills), roundAll(apiRestarts), elapsed.Round(100*time.Millisecond), done, len(list.Items), hungAfter.Round(100*time.Millisecond))
 }
 
 // finishLog follows every Promotion through a watch: the finishedAt values it ever had, and its

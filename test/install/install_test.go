@@ -175,6 +175,16 @@ func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 	return nil
 }
 
+// findIn is find for a namespaced object.
+func findIn(objs []*unstructured.Unstructured, kind, namespace, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetNamespace() == namespace && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
 func field(o *unstructured.Unstructured, path ...string) any {
 	if o == nil {
 		return nil
@@ -276,6 +286,27 @@ func TestChartValues(t *testing.T) {
 		}},
 		{name: "watch namespaces and a log level become flags", values: `{watchNamespaces: [team-a, team-b], logLevel: debug}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			g.Expect(container(find(objs, "Deployment", "stagecoach-controller"))["args"]).To(ContainElements("--watch-namespaces=team-a,team-b", "--log-level=debug"))
+		}},
+		{name: "watch namespaces: Secrets through a Role in each, none cluster-wide", values: `{watchNamespaces: [team-a, team-b]}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			got, err := grants(objs)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).NotTo(ContainElement(HavePrefix("/secrets ")), "no ClusterRole may read Secrets when the controller watches some namespaces")
+			g.Expect(got).To(ContainElements("/namespaces get", "stagecoach.dev/stages watch"), "the other rules stay cluster-wide")
+			for _, ns := range []string{"team-a", "team-b"} {
+				role, binding := findIn(objs, "Role", ns, "stagecoach-secrets"), findIn(objs, "RoleBinding", ns, "stagecoach-secrets")
+				g.Expect(role).NotTo(BeNil(), "Role %s/stagecoach-secrets", ns)
+				g.Expect(field(role, "rules")).To(Equal([]any{map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"},
+					"verbs": []any{"get", "list", "watch"}}}))
+				g.Expect(binding).NotTo(BeNil(), "RoleBinding %s/stagecoach-secrets", ns)
+				g.Expect(field(binding, "roleRef", "name")).To(Equal("stagecoach-secrets"))
+				g.Expect(field(binding, "subjects")).To(Equal([]any{map[string]any{"kind": "ServiceAccount", "name": "stagecoach-controller", "namespace": "stagecoach-system"}}))
+			}
+		}},
+		{name: "all namespaces: the ClusterRole keeps Secrets, no per-namespace Role", values: `{}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			got, err := grants(objs)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(ContainElements("/secrets get", "/secrets list", "/secrets watch"))
+			g.Expect(find(objs, "Role", "stagecoach-secrets")).To(BeNil())
 		}},
 		{name: "without hooks: no Service, no Secret Role, hooks listener off", values: `{hooks: {enabled: false}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			g.Expect(find(objs, "Service", "stagecoach-hooks")).To(BeNil())

@@ -25,6 +25,7 @@ type Process struct {
 	log  *os.File
 	done chan struct{}
 	err  error
+	spec processSpec // to start it again (RestartAPIServer)
 }
 
 // processSpec says how to run a program.
@@ -59,7 +60,7 @@ func startProcess(logDir string, spec processSpec) (*Process, error) {
 	if grace == 0 {
 		grace = 10 * time.Second
 	}
-	p := &Process{Name: spec.name, LogPath: logPath, Grace: grace, cmd: cmd, log: f, done: make(chan struct{})}
+	p := &Process{Name: spec.name, LogPath: logPath, Grace: grace, cmd: cmd, log: f, done: make(chan struct{}), spec: spec}
 	go func() {
 		p.err = cmd.Wait()
 		fmt.Fprintf(f, "### %s: exited: %v\n", time.Now().Format(time.RFC3339Nano), p.err)

@@ -248,3 +248,47 @@ func TestSoakHoldsAutomationUntilItOpens(t *testing.T) {
 	// Created no earlier than the soak allowed (creation times have one-second resolution).
 	g.Expect(auto.CreationTimestamp.Add(time.Second)).To(BeTemporally(">=", verifiedAt.Add(3*time.Second)))
 }
+
+// A Rollback passes no gates, so it may only go back to what the Stage verified: with approvals
+// required, a Rollback to a digest never promoted there fails and leaves the Application as it
+// was, while a Rollback to the verified version runs.
+func TestRollbackOnlyToAVerifiedVersion(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	app := newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "prod", nil)
+	startController(t, nil)
+	promoteAndLand(t, ns, "prod", app, "prod-v1", 1)
+	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, digest(1))
+
+	// From now on, two approvals are required.
+	g.Eventually(func() error {
+		s := &stagecoachv1.Stage{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "prod"}, s); err != nil {
+			return err
+		}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Approvals: &stagecoachv1.ApprovalPolicy{Required: 2}}
+		return env.Client.Update(t.Context(), s)
+	}, timeout, interval).Should(Succeed())
+
+	tests := []struct {
+		name      string
+		digest    string
+		wantPhase stagecoachv1.PromotionPhase
+		wantMsg   string
+	}{
+		{name: "a digest never promoted here is refused", digest: digest(7), wantPhase: stagecoachv1.PhaseFailed,
+			wantMsg: "was never verified in Stage prod"},
+		{name: "the verified version runs without approvals", digest: digest(1), wantPhase: stagecoachv1.PhaseRunning},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			name := "prod-rollback-" + string(rune('a'+i))
+			newPromotion(t, ns, name, "prod", stagecoachv1.ActionRollback, tt.digest, "")
+			p := eventuallyPhase(t, ns, name, tt.wantPhase)
+			g.Expect(p.Status.Message).To(ContainSubstring(tt.wantMsg))
+			g.Expect(app.desiredRevision(app.get())).To(Equal(digest(1)), "the Application still runs the verified version")
+		})
+	}
+}
