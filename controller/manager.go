@@ -71,6 +71,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		PprofBindAddress:       opts.PprofBindAddress,
 		LeaderElection:         opts.LeaderElect,
 		LeaderElectionID:       opts.LeaderElectionID,
 		// The controller holds no state that a successor could not rebuild from the objects,

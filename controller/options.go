@@ -22,13 +22,16 @@ type Options struct {
 	LogEncoding            string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	LeaderElect            bool
-	LeaderElectionID       string
-	WatchNamespaces        []string
-	EventsAddr             string
-	HooksBindAddress       string
-	FluxHookSecret         string
-	ArgoCDHookSecret       string
+	// PprofBindAddress serves Go's /debug/pprof profiles (host:port); empty or 0 (the default)
+	// disables it. For measuring the controller at scale; keep it on loopback.
+	PprofBindAddress string
+	LeaderElect      bool
+	LeaderElectionID string
+	WatchNamespaces  []string
+	EventsAddr       string
+	HooksBindAddress string
+	FluxHookSecret   string
+	ArgoCDHookSecret string
 	// HooksTLSCertFile and HooksTLSKeyFile (both or neither) make the hooks serve TLS; mount
 	// a kubernetes.io/tls Secret and name its tls.crt and tls.key. Re-read when they change.
 	HooksTLSCertFile string
@@ -120,6 +123,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Address the Prometheus metrics endpoint listens on (host:port); 0 disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz probes listen on (host:port); 0 disables them.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		"Address Go's /debug/pprof profiles listen on (host:port, keep it on loopback); empty or 0 disables them (the default).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Elect a leader so that only one of several replicas acts (use with more than one replica).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
@@ -195,6 +200,9 @@ func (o *Options) Validate() error {
 	}
 	if err := validateBindAddress(o.HealthProbeBindAddress); err != nil {
 		return fmt.Errorf("invalid --health-probe-bind-address %q: %w", o.HealthProbeBindAddress, err)
+	}
+	if err := validateBindAddress(o.PprofBindAddress); o.PprofBindAddress != "" && err != nil {
+		return fmt.Errorf("invalid --pprof-bind-address %q: %w", o.PprofBindAddress, err)
 	}
 	if err := validateBindAddress(o.HooksBindAddress); err != nil {
 		return fmt.Errorf("invalid --hooks-bind-address %q: %w", o.HooksBindAddress, err)

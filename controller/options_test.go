@@ -41,6 +41,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "trust ConfigMap without a namespace", args: []string{"--upstream-trust=configmap:upstream-trust"}, wantErr: `invalid --upstream-trust "configmap:upstream-trust": must be configmap:NAMESPACE/NAME of a ConfigMap with key upstream-trust.yaml`},
 		{name: "non-positive trust recheck", args: []string{"--upstream-trust-recheck=0s"}, wantErr: "invalid --upstream-trust-recheck 0s"},
 		{name: "non-positive records interval", args: []string{"--upstream-records-interval=0s"}, wantErr: "invalid --upstream-records-interval 0s"},
+		{name: "profiles on loopback", args: []string{"--pprof-bind-address=127.0.0.1:6060"}},
+		{name: "profiles address without port", args: []string{"--pprof-bind-address=localhost"}, wantErr: `invalid --pprof-bind-address "localhost"`},
 		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},
 	}
 	for _, tc := range cases {
