@@ -37,6 +37,7 @@ type pluginCheck struct {
 	path     string
 	checksum []byte
 	request  plugincheck.Request
+	runner   *Runner // starts the process in its sandbox
 }
 
 func (r *Runner) preparePlugin(checkName string, spec *v1alpha1.PluginCheck, in Input) (*pluginCheck, error) {
@@ -68,6 +69,7 @@ func (r *Runner) preparePlugin(checkName string, spec *v1alpha1.PluginCheck, in 
 		check:    checkName,
 		path:     path,
 		checksum: want,
+		runner:   r,
 		request: plugincheck.Request{
 			Stage: in.Stage, Namespace: in.Namespace, Environment: in.Environment, Service: in.Service,
 			Version: in.Version, Digest: in.Digest, Phase: in.Phase, Config: spec.Config,
@@ -111,7 +113,13 @@ func (p *pluginCheck) try(ctx context.Context, timeout time.Duration) attempt {
 	}
 	defer kill()
 
-	rpc, err := client.Client()
+	// Client starts the process, from the calling thread: it must run in the sandbox.
+	var rpc plugin.ClientProtocol
+	err := p.runner.sandboxed(ctx, func() error {
+		var err error
+		rpc, err = client.Client()
+		return err
+	})
 	if err != nil {
 		kill()
 		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {

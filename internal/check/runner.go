@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -52,11 +53,18 @@ type Runner struct {
 	// AllowInternalTargets lets HTTP checks call loopback, link-local and unspecified
 	// addresses and cluster-internal names (the controller's --allow-internal-check-targets).
 	AllowInternalTargets bool
+	// PluginDenyRead lists the hierarchies no plugin may read (with Landlock, where the kernel
+	// has it); DefaultPluginDenyRead when nil. Tests deny a temporary directory instead.
+	PluginDenyRead []string
 	// Backoff is the wait before retry n (1 for the first retry); DefaultBackoff when nil.
 	Backoff func(retry int) time.Duration
 
 	clientOnce sync.Once
 	client     *http.Client
+
+	sandboxProbe  sync.Once
+	sandboxErr    error
+	sandboxLogged atomic.Bool
 }
 
 // DefaultBackoff waits 1s, 2s, 4s, … up to 10s between attempts: checks look at systems that

@@ -9,6 +9,8 @@
 //	echo    passes, with the request as its message
 //	env     passes, with the names of the environment variables it sees as its message
 //	long    passes, with a 64 KiB message full of control characters
+//	read    passes, saying whether it could read config["path"], its own binary's directory and
+//	        /etc/passwd (the controller's sandbox test)
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -50,6 +53,8 @@ func (misbehave) Check(_ context.Context, req check.Request) (check.Result, erro
 		return check.Result{Passed: true, Message: "env: " + strings.Join(names, ",")}, nil
 	case "long":
 		return check.Result{Passed: true, Message: strings.Repeat("ok\x1b[31m red\r\n\x00", 64<<10/16)}, nil
+	case "read":
+		return check.Result{Passed: true, Message: readable(req.Config["path"])}, nil
 	case "echo":
 		b, err := json.Marshal(req)
 		if err != nil {
@@ -60,6 +65,24 @@ func (misbehave) Check(_ context.Context, req check.Request) (check.Result, erro
 		return check.Result{}, fmt.Errorf("unknown mode %q", mode)
 	}
 	return check.Result{}, nil
+}
+
+// readable says, for the path it is told and for files any plugin needs, whether it could read
+// them: "path: ok; self: ok; etc: ok", or the error in place of "ok".
+func readable(path string) string {
+	say := func(err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		return "ok"
+	}
+	_, errPath := os.ReadFile(path)
+	self, err := os.Executable()
+	if err == nil {
+		_, err = os.ReadDir(filepath.Dir(self))
+	}
+	_, errEtc := os.ReadFile("/etc/passwd")
+	return fmt.Sprintf("path: %s; self: %s; etc: %s", say(errPath), say(err), say(errEtc))
 }
 
 func main() {
