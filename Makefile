@@ -184,14 +184,17 @@ bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/
 	cd test/e2e && STAGECOACH_E2E_BENCH=1 go test -count=1 -timeout 30m -run 'TestDependencyLatencyPerLevel|TestFleetWavesVsRollingSync' -v ./... | grep 'REPORT'
 
 # The scale benchmark (issue 21) takes minutes, so it is not part of `make bench`: N Applications and
-# N Stages, the built controller as its own process; BENCH_ARGS passes it extra flags.
+# N Stages, the built controller as its own process; BENCH_ARGS passes it extra flags, BENCH_ENV
+# extra environment (BENCH_ENV=GOMEMLIMIT=180MiB: what the controller sets itself under a 200 MiB
+# container limit).
 N ?= 500
 BENCH_ARGS ?=
+BENCH_ENV ?=
 .PHONY: bench-scale
 bench-scale: envtest-assets ## make bench-scale N=5000: first sync, idle CPU/RSS, resync and 100 promotions at once, against the scale goals.
 	@mkdir -p $(CACHE_DIR)/bench-scale
 	go build -o $(CACHE_DIR)/bench-scale/stagecoach ./cmd/stagecoach
-	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/scale -n $(N) -controller $(CACHE_DIR)/bench-scale/stagecoach -logs $(CACHE_DIR)/bench-scale -args "$(BENCH_ARGS)"
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/scale -n $(N) -controller $(CACHE_DIR)/bench-scale/stagecoach -logs $(CACHE_DIR)/bench-scale -args "$(BENCH_ARGS)" -env "$(BENCH_ENV)"
 
 # Container image and release files, without Docker (hack/image, hack/release). Every timestamp in
 # the image is the commit's time, so the same commit gives the same digest.

@@ -28,6 +28,25 @@ import (
 //
 // Decisions are made in internal/plan; these files gather inputs and act. Promotion status is
 // written by promotion_status.go, the Stage's by stage_status.go.
+//
+// The writes of one promote (Argo CD applier, no checks, no grace), in order, and why each is its
+// own write (about 8 plus one per engine step; issue 21 asked for the fewest crash safety allows):
+//
+//  1. Promotion status Running, with the gates that passed (markRunning): before the applier is
+//     touched, so that a restart finds it started and never runs the gates again over a version
+//     it already applied.
+//  2. The applier: the digest, and the phase annotation in the same patch.
+//  3. Stage status lastAppliedDigest (and a takeover not saved yet, saveAdoption, before 2): right
+//     after the write, so that a crash never takes Stagecoach's own value for someone else's.
+//  4. Promotion status appliedAt: the progress deadline counts from it.
+//  5. Promotion status message, once per engine step that changes what it says (truthful status;
+//     these writes keep the phase, so they do not wake the Stage again: promotionNeedsLook).
+//  6. Stage status current, history and Verified (commit): before the Promotion finishes, so that
+//     a crash in between never loses the history entry (keyed by Promotion, added once).
+//  7. The applier's phase annotation Succeeded, for the engine's UI and notifications.
+//  8. Promotion status Succeeded: last, so that a retry after a crash redoes 6 and 7 harmlessly.
+//
+// Events (Promoted, Landed, Verified) go through the asynchronous recorder and hold nothing up.
 
 // promotionRun carries what one reconcile knows while it moves a Stage's Promotions forward.
 type promotionRun struct {

@@ -42,11 +42,6 @@ func (w *stageStatusWriter) commit(ctx context.Context) error {
 		return fmt.Errorf("failed to patch the status of Stage %q: %w", stage.Name, err)
 	}
 	w.before = stage.DeepCopy()
-	if before.Status.Adopted == nil && stage.Status.Adopted != nil && stage.Status.Adopted.Revision != "" {
-		w.r.Events.Eventf(stage, nil, corev1.EventTypeNormal, stagecoachv1.EventAdopted, stagecoachv1.EventActionPromote,
-			"Stage %s took over %s '%s', which runs %q: the next promote replaces it",
-			stage.Name, stage.Spec.ApplyRef.Kind, stage.Spec.ApplyRef.Name, stage.Status.Adopted.Revision)
-	}
 	old := meta.FindStatusCondition(before.Status.Conditions, stagecoachv1.ConditionReady)
 	now := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionReady)
 	// A Stage found ready at its first reconcile is not news (its status says so): 5,000 Stages

@@ -152,7 +152,6 @@ const (
 	EventPromotionFailed = "PromotionFailed"
 	EventRolledBack      = "RolledBack"
 	EventFrozen          = "Frozen"
-	EventAdopted         = "Adopted"
 	EventSuperseded      = "Superseded"
 	EventBreakGlass      = "BreakGlass"
 	EventCheckFailed     = "CheckFailed"

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/internal/memlimit"
 	"github.com/stagecoach-dev/stagecoach/internal/version"
 )
 
@@ -24,6 +25,12 @@ func newControllerCommand() *cobra.Command {
 				return err
 			}
 			ctrl.SetLogger(newLogger(opts))
+			// The container's memory limit bounds the heap (GOMEMLIMIT, when set, wins).
+			if limit, err := memlimit.Set("/"); err != nil {
+				ctrl.Log.Info("no soft memory limit: " + err.Error())
+			} else if limit > 0 {
+				ctrl.Log.Info("soft memory limit from the cgroup", "bytes", limit)
+			}
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("failed to load a kubeconfig: %w", err)

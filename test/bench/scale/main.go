@@ -69,6 +69,9 @@ type config struct {
 	n, promotions, perNamespace int
 	idle                        time.Duration
 	binary, args, logs          string
+	// env is added to the controller's environment only (say GOMEMLIMIT=180MiB, what the
+	// controller sets itself in a container limited to 200 MiB).
+	env string
 }
 
 func main() {
@@ -80,6 +83,7 @@ func main() {
 	flag.StringVar(&c.binary, "controller", "", "the stagecoach binary (make bench-scale builds it)")
 	flag.StringVar(&c.args, "args", "", "extra controller flags, space-separated")
 	flag.StringVar(&c.logs, "logs", "", "folder for the controller's logs (a temporary one when empty)")
+	flag.StringVar(&c.env, "env", "", "extra environment of the controller only, space-separated KEY=VALUE")
 	flag.Parse()
 	if c.binary == "" {
 		fmt.Fprintln(os.Stderr, "scale: -controller is required: run it with make bench-scale")
@@ -193,7 +197,7 @@ func run(c config) error {
 	}
 	p50, p99 := pct(latencies, 0.50), pct(latencies, 0.99)
 
-	fmt.Printf("\nStagecoach at N=%d (controller: %s %s)\n\n", c.n, filepath.Base(c.binary), c.args)
+	fmt.Printf("\nStagecoach at N=%d (controller: %s %s %s)\n\n", c.n, c.env, filepath.Base(c.binary), c.args)
 	fmt.Printf("| | N=%d | goal | ratio |\n|---|---|---|---|\n", c.n)
 	row := func(name, figure, goal string, ratio float64) {
 		met := "met"
@@ -406,7 +410,7 @@ func startController(ctx context.Context, c config, kubeconfig, logPath string) 
 	args := []string{"controller", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--hooks-bind-address=0"}
 	args = append(args, strings.Fields(c.args)...)
 	cmd := exec.CommandContext(ctx, c.binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), strings.Fields(c.env)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	p := &process{cmd: cmd, metricsAddr: addr, logPath: logPath, exited: make(chan error, 1)}
 	if err := cmd.Start(); err != nil {
