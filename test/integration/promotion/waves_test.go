@@ -275,9 +275,11 @@ func TestWavesRollOutInOrder(t *testing.T) {
 			// Later reconciles (a requested one, a second later) keep them, as the seed's
 			// controller did not.
 			time.Sleep(1100 * time.Millisecond)
-			s := getStage(g, t.Context(), ns, "fleet")
-			s.Annotations = map[string]string{stagecoachv1.ReconcileRequestAnnotation: "now"}
-			g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+			g.Eventually(func(g Gomega) { // retried: the controller writes the Stage's status meanwhile
+				s := getStage(g, t.Context(), ns, "fleet")
+				s.Annotations = map[string]string{stagecoachv1.ReconcileRequestAnnotation: "now"}
+				g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+			}, timeout, interval).Should(Succeed())
 			g.Eventually(func(g Gomega) {
 				g.Expect(getStage(g, t.Context(), ns, "fleet").Status.LastHandledReconcileAt).To(Equal("now"))
 			}, timeout, interval).Should(Succeed())
@@ -328,9 +330,7 @@ func TestWavesSuspend(t *testing.T) {
 	newPromotion(t, ns, "v1", "fleet", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
 	wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) { g.Expect(ws[0].Syncing).To(HaveLen(1)) })
 
-	s := getStage(g, t.Context(), ns, "fleet")
-	s.Spec.Suspend = true
-	g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+	setSuspend(t, ns, "fleet", true) // retried: the controller writes the Stage's status meanwhile
 	eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, stagecoachv1.ReasonSuspended, "is suspended")
 	// Counted from here: a write of the canary repeated before the suspend was seen (a status
 	// write that lost a race is retried from a cache that may not show the first write yet)
@@ -352,9 +352,7 @@ func TestWavesSuspend(t *testing.T) {
 	g.Expect(ws[1].StartedAt).To(BeNil(), "wave %q is stamped started while the Stage is suspended: %s", ws[1].Name, ws[1].Message)
 	g.Expect(ws[1].Phase).To(Equal(stagecoachv1.WavePending), ws[1].Message)
 
-	s = getStage(g, t.Context(), ns, "fleet")
-	s.Spec.Suspend = false
-	g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+	setSuspend(t, ns, "fleet", false)
 	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseSucceeded)
 	g.Expect(appsAt(g, t.Context(), ns, digest(1))).To(HaveLen(len(fiveClusters)))
 	g.Expect(ctl.revisionPatches.Load()).To(BeNumerically(">=", written+int32(len(fiveClusters)-1)))
