@@ -144,29 +144,7 @@ spec:
 // read Deployments (its watch is cluster-wide) and patch them in the scenario's namespace only.
 func grantDeployments(sc *localstack.Scenario) {
 	sc.T.Helper()
-	sc.Apply(fmt.Sprintf(`
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: stagecoach-read-deployments}
-rules: [{apiGroups: [apps], resources: [deployments], verbs: [get, list, watch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: stagecoach-read-deployments}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: stagecoach-read-deployments}
-subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: stagecoach-apply-deployments, namespace: %[1]s}
-rules: [{apiGroups: [apps], resources: [deployments], verbs: [patch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: stagecoach-apply-deployments, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stagecoach-apply-deployments}
-subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
-`, sc.NS))
+	sc.Apply(fmt.Sprintf(deploymentGrantYAML, sc.NS))
 }
 
 func containerImage(d *unstructured.Unstructured) string {
