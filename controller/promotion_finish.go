@@ -63,20 +63,23 @@ func (run *promotionRun) finishFailed(ctx context.Context, p *stagecoachv1.Promo
 		Message: fmt.Sprintf("automatic promotion is held since %s failed (%s): promote a version by hand to resume", p.Name, reason)}
 	run.setStageCondition(stagecoachv1.ConditionVerified, metav1.ConditionFalse, reason, fmt.Sprintf("%s failed: %s", versionString(v), message))
 
-	if retry {
-		if rollback, err := run.existingRollback(ctx, p); err != nil {
+	var rollback *stagecoachv1.Promotion
+	switch {
+	case retry:
+		var err error
+		if rollback, err = run.existingRollback(ctx, p); err != nil {
 			return err
-		} else if rollback != nil {
-			message += fmt.Sprintf("; rolling back to %s with Promotion %s", versionString(rollback.Spec.Version), rollback.Name)
 		}
-	} else if plan.RollsBack(stage, p) {
+	case plan.RollsBack(stage, p):
 		// Created before the count is committed: a retry after a failed create or a crash decides
 		// from the same count, and finds the Rollback by its name if it exists.
-		rollback := run.rollbackFor(p)
+		rollback = run.rollbackFor(p)
 		if err := run.r.Create(ctx, rollback); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create Rollback Promotion %q for Stage %q: %w", rollback.Name, stage.Name, err)
 		}
 		stage.Status.AutomaticRollbacks++
+	}
+	if rollback != nil {
 		message += fmt.Sprintf("; rolling back to %s with Promotion %s", versionString(rollback.Spec.Version), rollback.Name)
 	}
 	if err := run.commit(ctx); err != nil {

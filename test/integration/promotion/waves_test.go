@@ -318,9 +318,10 @@ func TestWavesPartialPlanRefused(t *testing.T) {
 	eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionReady, metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "5 Applications roll out in 1 waves")
 }
 
-// Suspend stops the rollout where it is and says so; resuming goes on.
-func TestWavesSuspend(t *testing.T) {
-	g := NewWithT(t)
+// canaryHeldInSync starts promoting v1 over five clusters while Argo CD holds every sync: the
+// canary is written and syncing, nothing else yet.
+func canaryHeldInSync(t *testing.T) (string, *runningController, *fleetArgoCD) {
+	t.Helper()
 	ns := newNamespace(t)
 	newFleet(t, ns, "fleet", fiveClusters)
 	newWavesStage(t, ns, "fleet", nil)
@@ -329,6 +330,13 @@ func TestWavesSuspend(t *testing.T) {
 	argo.paused.Store(true)
 	newPromotion(t, ns, "v1", "fleet", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
 	wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) { g.Expect(ws[0].Syncing).To(HaveLen(1)) })
+	return ns, ctl, argo
+}
+
+// Suspend stops the rollout where it is and says so; resuming goes on.
+func TestWavesSuspend(t *testing.T) {
+	g := NewWithT(t)
+	ns, ctl, argo := canaryHeldInSync(t)
 
 	setSuspend(t, ns, "fleet", true) // retried: the controller writes the Stage's status meanwhile
 	eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, stagecoachv1.ReasonSuspended, "is suspended")
@@ -376,14 +384,7 @@ func appsAt(g Gomega, ctx context.Context, ns, digest string) []string {
 // Abort cancels the running rollout: phase Aborted, the reason recorded, nothing more written.
 func TestWavesAbort(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
-	newFleet(t, ns, "fleet", fiveClusters)
-	newWavesStage(t, ns, "fleet", nil)
-	ctl := startController(t, nil)
-	argo := startFleetArgoCD(t, ns, nil)
-	argo.paused.Store(true)
-	newPromotion(t, ns, "v1", "fleet", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
-	wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) { g.Expect(ws[0].Syncing).To(HaveLen(1)) })
+	ns, ctl, argo := canaryHeldInSync(t)
 
 	abort := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stop"},
 		Spec: stagecoachv1.PromotionSpec{Stage: "fleet", Action: stagecoachv1.ActionAbort, Reason: "canary looks wrong"}}

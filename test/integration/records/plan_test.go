@@ -16,7 +16,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/records"
@@ -62,9 +61,7 @@ func TestPlanShowsRecordsAndWhatAFollowerWouldTake(t *testing.T) {
 	startB(t)
 	verifyInStaging(t, nsA, "staging-v1", v1, "p1")
 	followed(t, nsB, v1, 2)
-	promote(t, envA, nsA, "staging-v2", "staging", v2, "p2", nil)
-	land(t, envA, nsA, "staging", v2, false)
-	p2 := eventuallyRecorded(t, nsA, "staging-v2", stagecoachv1.PhaseFailed, records.ActionVerify)
+	p2 := failInStaging(t, nsA, "staging-v2", v2, "p2")
 	g.Eventually(func(g Gomega) {
 		g.Expect(getStage(g, t, envB, nsB, "prod").Status.UpstreamSeen.Seq).To(Equal(int64(4)))
 	}, timeout, interval).Should(Succeed())

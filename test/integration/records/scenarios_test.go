@@ -36,6 +36,27 @@ func verifyInStaging(t *testing.T, nsA, name, digest, tag string) *stagecoachv1.
 	return eventuallyRecorded(t, nsA, name, stagecoachv1.PhaseSucceeded, records.ActionVerify)
 }
 
+// failInStaging promotes digest in staging, lands it failed, and waits for the failure's record.
+func failInStaging(t *testing.T, nsA, name, digest, tag string) *stagecoachv1.Promotion {
+	t.Helper()
+	promote(t, envA, nsA, name, "staging", digest, tag, nil)
+	land(t, envA, nsA, "staging", digest, false)
+	return eventuallyRecorded(t, nsA, name, stagecoachv1.PhaseFailed, records.ActionVerify)
+}
+
+// promotionWaitsUnchecked has bob promote digest in prod and waits until the Promotion waits,
+// saying the upstream's records cannot be checked, and why.
+func promotionWaitsUnchecked(t *testing.T, nsB, name, digest, tag, why string) {
+	t.Helper()
+	promote(t, envB, nsB, name, "prod", digest, tag, func(p *stagecoachv1.Promotion) { p.Spec.RequestedBy = "bob" })
+	NewWithT(t).Eventually(func(g Gomega) {
+		p := getPromotion(g, t, envB, nsB, name)
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		g.Expect(p.Status.Message).To(ContainSubstring("the upstream's records cannot be checked"))
+		g.Expect(p.Status.Message).To(ContainSubstring(why))
+	}, timeout, interval).Should(Succeed())
+}
+
 // followed waits until prod runs digest, landing it when prod applies it.
 func followed(t *testing.T, nsB, digest string, seq int64) {
 	t.Helper()
@@ -74,9 +95,7 @@ func TestFailedUpstreamIsNeverTaken(t *testing.T) {
 	verifyInStaging(t, nsA, "staging-v1", v1, "f1")
 	followed(t, nsB, v1, 2)
 
-	promote(t, envA, nsA, "staging-v2", "staging", v2, "f2", nil)
-	land(t, envA, nsA, "staging", v2, false)
-	eventuallyRecorded(t, nsA, "staging-v2", stagecoachv1.PhaseFailed, records.ActionVerify)
+	failInStaging(t, nsA, "staging-v2", v2, "f2")
 	g.Eventually(func(g Gomega) {
 		g.Expect(getStage(g, t, envB, nsB, "prod").Status.UpstreamSeen.Seq).To(Equal(int64(4)))
 	}, timeout, interval).Should(Succeed())
@@ -142,13 +161,7 @@ func TestRemovedRecordIsRefused(t *testing.T) {
 	g.Expect(remote.Delete(ref, remote.WithContext(t.Context()))).To(Succeed())
 	eventuallyReady(t, nsB, metav1.ConditionFalse, stagecoachv1.ReasonUpstreamUnreadable, "upstream records were removed")
 
-	promote(t, envB, nsB, "prod-again", "prod", v1, "r1", func(p *stagecoachv1.Promotion) { p.Spec.RequestedBy = "bob" })
-	g.Eventually(func(g Gomega) {
-		p := getPromotion(g, t, envB, nsB, "prod-again")
-		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
-		g.Expect(p.Status.Message).To(ContainSubstring("the upstream's records cannot be checked"))
-		g.Expect(p.Status.Message).To(ContainSubstring("removed"))
-	}, timeout, interval).Should(Succeed())
+	promotionWaitsUnchecked(t, nsB, "prod-again", v1, "r1", "removed")
 
 	// An auditor confirms the cut: clearing the mark lets the next read set it again.
 	prod := getStage(g, t, envB, nsB, "prod")

@@ -313,13 +313,19 @@ func eventuallyReady(t *testing.T, ns string, status metav1.ConditionStatus, rea
 	return s
 }
 
-// audit reads the whole stream as an auditor would.
+// audit reads the whole stream as an auditor would, with the suite's trust config.
 func audit(t *testing.T, stream string) *records.Audit {
+	t.Helper()
+	return auditWith(t, trustFile, stream)
+}
+
+// auditWith reads the whole stream with the trust config at path.
+func auditWith(t *testing.T, path, stream string) *records.Audit {
 	t.Helper()
 	g := NewWithT(t)
 	store, err := records.NewStore(reg.streams(), ociclient.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
-	data, err := os.ReadFile(trustFile)
+	data, err := os.ReadFile(path)
 	g.Expect(err).NotTo(HaveOccurred())
 	tc, err := trust.Parse(data)
 	g.Expect(err).NotTo(HaveOccurred())
