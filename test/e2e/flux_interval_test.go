@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
@@ -57,7 +58,14 @@ func TestGraceLongerThanFluxInterval(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	sc.G.Expect(reruns).To(BeNumerically(">=", 1), "no interval run of the Kustomization started within the grace; the scenario proved nothing")
-	sc.G.Expect(tl.Verified.Sub(tl.Landed)).To(BeNumerically(">=", grace-time.Second), "verified before the grace was over")
+	// The grace counts from the Promotion's own landedAt (whole seconds): compare its timestamps, not
+	// the times this test's polls saw.
+	p := &stagecoachv1.Promotion{}
+	sc.G.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKey{Namespace: sc.NS, Name: tl.Promotion}, p)).To(Succeed())
+	sc.G.Expect(p.Status.LandedAt).NotTo(BeNil())
+	sc.G.Expect(p.Status.VerifiedAt).NotTo(BeNil())
+	sc.G.Expect(p.Status.VerifiedAt.Sub(p.Status.LandedAt.Time)).To(BeNumerically(">=", grace),
+		"Promotion %s verified before the grace was over: landed %s, verified %s", p.Name, p.Status.LandedAt, p.Status.VerifiedAt)
 	sc.G.Expect(sc.ConfigMapData(sc.G, target, "payments")).To(HaveKeyWithValue("digest", digestV1))
 	report("%-8s grace %s through %d Flux interval run(s) of %s: landed→verified %s", "flux", grace, reruns, interval,
 		tl.Verified.Sub(tl.Landed).Round(10*time.Millisecond))
