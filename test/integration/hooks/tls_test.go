@@ -111,10 +111,12 @@ func TestHooksTLSAndAMissingSecret(t *testing.T) {
 		mac.Write([]byte(body))
 		signed := map[string]string{"X-Signature": "sha256=" + hex.EncodeToString(mac.Sum(nil))}
 
+		// Taken before the request: the server's failed read is no earlier, so its cache ends no earlier
+		// than failedAt+TTL (a time taken after the response could be later than the server's).
+		failedAt := time.Now()
 		resp, err := post(tlsClient, "https", "/hooks/flux", body, signed)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
-		failedAt := time.Now()
 		g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: secretName},
 			Data: map[string][]byte{"token": []byte(key)}})).To(Succeed())
 		t.Cleanup(func() {
