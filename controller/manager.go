@@ -57,8 +57,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		return nil, err
 	}
 	// Nothing reads managedFields from the cache; stripped, 5,000 Stages and their Promotions
-	// take far less memory (issue 21).
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	// take far less memory (issue 21). The Applications a fleet watches are slimmed too.
+	cacheOpts := cache.Options{DefaultTransform: slimCached}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {

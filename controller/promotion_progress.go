@@ -37,6 +37,14 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 		return run.progressWaves(ctx, p, fleet)
 	}
 	obs := run.applier.Observe(run.obj, version.Digest)
+	if live, ok := run.applier.(alreadyLiveChecker); ok && obs.Phase == applier.Progressing && p.Status.AppliedAt != nil {
+		// A rollback after a sync the cluster refused: Argo CD finds the old version running and
+		// starts no sync, so the proof is its comparison after the write.
+		if at, ok := live.AlreadyLive(run.obj, version.Digest, p.Status.AppliedAt.Time); ok {
+			obs = applier.Observation{Phase: applier.Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf(
+				"Argo CD compared it at %s after the write: Synced at %s and Healthy, nothing to sync (the cluster already ran it)", at, version.Digest)}
+		}
+	}
 	if obs.Reason == stagecoachv1.ReasonConditionNotMet && p.Status.AppliedAt != nil {
 		// Completion rules not met yet (seed 000): the Stage says it waits on them.
 		run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, obs.Reason, obs.Message)
@@ -74,6 +82,12 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 		return 0, run.finishFailed(ctx, p, d.Reason, d.Message)
 	}
 	return d.RequeueAfter, run.status.save(ctx, p)
+}
+
+// alreadyLiveChecker is an applier that can prove a version live without a sync of it
+// (applier.ArgoCDApplication.AlreadyLive).
+type alreadyLiveChecker interface {
+	AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (string, bool)
 }
 
 // verify runs the verification checks of a version that landed and held, then finishes the

@@ -31,6 +31,9 @@ func newControllerCommand() *cobra.Command {
 			} else if limit > 0 {
 				ctrl.Log.Info("soft memory limit from the cgroup", "bytes", limit)
 			}
+			if percent := memlimit.SetGCPercent(); percent > 0 {
+				ctrl.Log.V(1).Info("GOGC is not set: the heap grows by half of what is live before a collection", "gcPercent", percent)
+			}
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("failed to load a kubeconfig: %w", err)

@@ -225,6 +225,34 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, digest, reconciledAt)}
 }
 
+// AlreadyLive tells whether Argo CD found the cluster already running digest when it compared
+// the Application after Stagecoach wrote it at written, and when (reconciledAt). Argo CD then
+// starts no sync, so the last operation stays one of another revision: a rollback after a sync
+// that the cluster refused (nothing of it applied) would otherwise wait for a sync that never
+// comes. The proof: that last operation has ended, the refresh Stagecoach asked for with the
+// write is done (Argo CD removes the annotation), the comparison is not older than the write,
+// and it is Synced at the digest and Healthy.
+func (a ArgoCDApplication) AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (string, bool) {
+	str := func(path ...string) string { s, _, _ := unstructured.NestedString(obj.Object, path...); return s }
+	switch str("status", "operationState", "phase") {
+	case "Succeeded", "Failed", "Error":
+	default:
+		return "", false
+	}
+	if _, pending := obj.GetAnnotations()[RefreshAnnotation]; pending || written.IsZero() {
+		return "", false
+	}
+	reconciledAt := str("status", "reconciledAt")
+	reconciled, err := time.Parse(time.RFC3339, reconciledAt)
+	if err != nil || reconciled.Before(written.Truncate(time.Second)) {
+		return "", false
+	}
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	compared := a.syncedDigest(status, usesPlugin(obj), "sync")
+	return reconciledAt, revisionNames(compared, digest) &&
+		str("status", "sync", "status") == "Synced" && str("status", "health", "status") == "Healthy"
+}
+
 // syncedDigest reads the digest a sync result or comparison names: the revision for an OCI
 // source, the plugin's STAGECOACH_DIGEST for a Git source (whose revision is a commit).
 func (ArgoCDApplication) syncedDigest(status map[string]any, plugin bool, path ...string) string {

@@ -193,12 +193,21 @@ func TestArgoCDObserve(t *testing.T) {
 			if a == "" {
 				a = oci
 			}
-			obs := ArgoCDApplication{}.Observe(app(t, a+"status: "+tc.status), d2)
+			obj := app(t, a+"status: "+tc.status)
+			obs := ArgoCDApplication{}.Observe(obj.DeepCopy(), d2)
 			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
 			if tc.wantReason != "" {
 				g.Expect(obs.Reason).To(Equal(tc.wantReason))
 			}
 			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
+			// The cache holds Applications slimmed, with Argo CD's other status beside: same verdict.
+			obj.SetAPIVersion("argoproj.io/v1alpha1")
+			obj.SetKind("Application")
+			g.Expect(unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"kind": "ConfigMap", "name": "payments", "status": "Synced"}},
+				"status", "resources")).To(Succeed())
+			slim, err := Slim(obj)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ArgoCDApplication{}.Observe(slim.(*unstructured.Unstructured), d2)).To(Equal(obs))
 		})
 	}
 }
@@ -213,6 +222,53 @@ func TestRevisionNames(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.rev, func(t *testing.T) {
 			NewWithT(t).Expect(revisionNames(tc.rev, tc.digest)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestArgoCDAlreadyLive(t *testing.T) {
+	written := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	// Argo CD compared v2 after the write, found it running, and started no sync: the last
+	// operation is still the failed sync of d1.
+	const compared = `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
+	  operationState: {phase: Failed, finishedAt: "2026-11-30T09:59:00Z", operation: {sync: {revision: "` + d1 + `"}}},
+	  reconciledAt: "2026-11-30T10:00:03Z"}`
+	oci := `spec: {source: {repoURL: oci://r/p, targetRevision: "` + d2 + `"}}
+`
+	cases := []struct {
+		name, app, status string
+		written           time.Time
+		want              bool
+	}{
+		{name: "compared after the write, Synced and Healthy", status: compared, written: written, want: true},
+		{name: "the refresh asked with the write is not done", status: compared, written: written,
+			app: `metadata: {annotations: {argocd.argoproj.io/refresh: normal}}
+` + oci},
+		{name: "compared before the write", status: compared, written: written.Add(5 * time.Second)},
+		{name: "no time of the write", status: compared},
+		{name: "an operation still runs", written: written, status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
+		  operationState: {phase: Running}, reconciledAt: "2026-11-30T10:00:03Z"}`},
+		{name: "Synced at another digest", written: written, status: `{sync: {status: Synced, revision: "` + d1 + `"}, health: {status: Healthy},
+		  operationState: {phase: Failed}, reconciledAt: "2026-11-30T10:00:03Z"}`},
+		{name: "not Healthy", written: written, status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Progressing},
+		  operationState: {phase: Failed}, reconciledAt: "2026-11-30T10:00:03Z"}`},
+		{name: "a plugin source compared at the digest's env", written: written,
+			app: `spec: {source: {repoURL: https://git/x.git, plugin: {name: stagecoach, env: [{name: STAGECOACH_DIGEST, value: "` + d2 + `"}]}}}
+`, status: `{sync: {status: Synced, revision: 0a1b2c, comparedTo: {source: {plugin: {env: [{name: STAGECOACH_DIGEST, value: "` + d2 + `"}]}}}},
+		  health: {status: Healthy}, operationState: {phase: Succeeded}, reconciledAt: "2026-11-30T10:00:03Z"}`, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			a := tc.app
+			if a == "" {
+				a = oci
+			}
+			at, ok := ArgoCDApplication{}.AlreadyLive(app(t, a+"status: "+tc.status), d2, tc.written)
+			g.Expect(ok).To(Equal(tc.want))
+			if tc.want {
+				g.Expect(at).To(Equal("2026-11-30T10:00:03Z"))
+			}
 		})
 	}
 }

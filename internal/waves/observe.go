@@ -2,7 +2,6 @@ package waves
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,7 +33,8 @@ func ObserveTarget(app *unstructured.Unstructured, digest string, now time.Time,
 	obs := engine.Observe(app, digest)
 	landedAt := nestedString(app, "status", "operationState", "finishedAt")
 	if obs.Phase == applier.Progressing {
-		if at, ok := alreadyLive(app, digest); ok {
+		written, _ := time.Parse(time.RFC3339, app.GetAnnotations()[v1alpha1.AppliedAtAnnotation]) // zero: not proven
+		if at, ok := engine.AlreadyLive(app, digest, written); ok {
 			obs = applier.Observation{Phase: applier.Landed, Message: fmt.Sprintf(
 				"Argo CD compared it at %s after the digest was written: Synced at %s and Healthy, nothing to sync (its last sync, of another revision, ended %s)",
 				at, digest, nestedString(app, "status", "operationState", "phase"))}
@@ -70,39 +70,4 @@ func ObserveTarget(app *unstructured.Unstructured, digest string, now time.Time,
 func nestedString(obj *unstructured.Unstructured, path ...string) string {
 	s, _, _ := unstructured.NestedString(obj.Object, path...)
 	return s
-}
-
-// alreadyLive tells whether Argo CD found the cluster already running digest when it compared
-// the Application after Stagecoach wrote it, and when (reconciledAt). Argo CD then starts no
-// sync, so the last operation stays one of another revision: a target rolled back after a sync
-// that the cluster refused (nothing of it applied) would otherwise wait for a sync that never
-// comes. The proof: that last operation has ended, the refresh Stagecoach asked for with the
-// write is done (Argo CD removes the annotation), the comparison is not older than the write
-// (AppliedAtAnnotation), and it is Synced at the digest and Healthy.
-func alreadyLive(app *unstructured.Unstructured, digest string) (string, bool) {
-	switch nestedString(app, "status", "operationState", "phase") {
-	case "Succeeded", "Failed", "Error":
-	default:
-		return "", false
-	}
-	if _, pending := app.GetAnnotations()[applier.RefreshAnnotation]; pending {
-		return "", false
-	}
-	reconciledAt := nestedString(app, "status", "reconciledAt")
-	reconciled, errR := time.Parse(time.RFC3339, reconciledAt)
-	written, errW := time.Parse(time.RFC3339, app.GetAnnotations()[v1alpha1.AppliedAtAnnotation])
-	if errR != nil || errW != nil || reconciled.Before(written) {
-		return "", false
-	}
-	compared := nestedString(app, "status", "sync", "revision")
-	if env, ok, _ := unstructured.NestedSlice(app.Object, "status", "sync", "comparedTo", "source", "plugin", "env"); ok {
-		compared = "" // a Git source's revision is a commit: the plugin env names the digest
-		for _, e := range env {
-			if m, isMap := e.(map[string]any); isMap && m["name"] == applier.DigestEnv {
-				compared, _ = m["value"].(string)
-			}
-		}
-	}
-	return reconciledAt, compared != "" && strings.Contains(compared, digest) &&
-		nestedString(app, "status", "sync", "status") == "Synced" && nestedString(app, "status", "health", "status") == "Healthy"
 }

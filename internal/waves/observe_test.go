@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
 )
 
 // app is an OCI Application told to run rev, with Argo CD's status after a sync ending in
@@ -28,7 +29,9 @@ func app(rev, opPhase, health string, finished, reconciled time.Time, appliedAt 
 	}
 	if health != "" {
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": health}, "status", "health")
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": "Synced", "revision": rev}, "status", "sync")
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"status": "Synced", "revision": rev,
+			"comparedTo": map[string]any{"destination": map[string]any{"server": "https://c1.example"}}}, "status", "sync")
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"kind": "ConfigMap", "name": "x", "status": "Synced"}}, "status", "resources")
 		_ = unstructured.SetNestedField(u.Object, stamp(reconciled), "status", "reconciledAt")
 	}
 	return u
@@ -87,9 +90,16 @@ func TestObserveTarget(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := ObserveTarget(tc.app, d2, now, tc.grace, tc.deadline)
+			got := ObserveTarget(tc.app.DeepCopy(), d2, now, tc.grace, tc.deadline)
 			g.Expect(got.Phase).To(Equal(tc.want), got.Message)
 			g.Expect(got.Recheck).To(Equal(tc.wantRecheck))
+			// The cache holds Applications slimmed (applier.Slim): what it keeps must decide alike.
+			cached := tc.app.DeepCopy()
+			cached.SetAPIVersion("argoproj.io/v1alpha1")
+			cached.SetKind("Application")
+			slim, err := applier.Slim(cached)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ObserveTarget(slim.(*unstructured.Unstructured), d2, now, tc.grace, tc.deadline)).To(Equal(got))
 		})
 	}
 }

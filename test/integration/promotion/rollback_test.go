@@ -151,6 +151,42 @@ func TestRollbackThatFailsHolds(t *testing.T) {
 	}, time.Second, interval).Should(Succeed())
 }
 
+// A sync the cluster refused changed nothing: the rollback writes v1 back, and Argo CD, comparing,
+// finds v1 running (Synced, Healthy) and starts no sync. The rollback lands by that comparison
+// after its write, not by a sync that never comes (it used to wait until its deadline).
+func TestRollbackAfterARefusedSyncLandsWithoutASync(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	app := newApplication(t, ns, "prod", ociSpec(ns))
+	newStage(t, ns, "prod", nil)
+	startController(t, nil)
+
+	promoteAndLand(t, ns, "prod", app, "v1", 1)
+	newPromotion(t, ns, "v2", "prod", stagecoachv1.ActionPromote, digest(2), "v2.0.0")
+	app.deploy(digest(2), false, "Failed", "") // admission refused v2: v1 still runs
+	eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseFailed)
+	eventuallyPhase(t, ns, "v2-rollback", stagecoachv1.PhaseRunning)
+	app.waitForRevision(digest(1), false)
+	// Before Argo CD has compared after the write (the refresh annotation is still there), the
+	// old Synced status is no proof.
+	g.Consistently(func(g Gomega) {
+		p := &stagecoachv1.Promotion{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "v2-rollback"}, p)).To(Succeed())
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseRunning))
+	}, time.Second, interval).Should(Succeed())
+	now := time.Now()
+	app.refresh(now)
+	app.assess("Healthy", now) // Synced at v1, no operation: the last one is still v2's failed sync
+
+	rb := eventuallyPhase(t, ns, "v2-rollback", stagecoachv1.PhaseSucceeded)
+	g.Expect(rb.Status.Message).To(ContainSubstring("nothing to sync (the cluster already ran it)"))
+	eventuallyPhase(t, ns, "v2", stagecoachv1.PhaseRolledBack)
+	s := getStage(g, t.Context(), ns, "prod")
+	g.Expect(s.Status.Current.Digest).To(Equal(digest(1)))
+	last, _, _ := unstructured.NestedString(app.get().Object, "status", "operationState", "phase")
+	g.Expect(last).To(Equal("Failed"), "the fake played no sync of v1")
+}
+
 // A version that does not land within the progress deadline fails; with nothing verified before
 // it, there is nothing to roll back to.
 func TestDeadlineExceeded(t *testing.T) {
