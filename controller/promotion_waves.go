@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -136,10 +137,11 @@ func (run *promotionRun) promoteTargets(ctx context.Context, p *stagecoachv1.Pro
 		}
 	}
 	v := applier.Version{Digest: p.Status.Version.Digest, Tag: p.Status.Version.Tag}
-	errs := make([]error, len(names))
-	slots := make(chan struct{}, promoteWrites)
-	var wg sync.WaitGroup
-	for i, name := range names {
+	// Every change is made before the first write starts: a write decodes the answer into its
+	// Application while the others are written, so nothing may read the fleet meanwhile.
+	type write struct{ app, orig *unstructured.Unstructured }
+	var writes []write
+	for _, name := range names {
 		app := fleet.app(name)
 		if app == nil {
 			continue
@@ -152,11 +154,17 @@ func (run *promotionRun) promoteTargets(ctx context.Context, p *stagecoachv1.Pro
 		a := app.GetAnnotations()
 		a[stagecoachv1.AppliedAtAnnotation] = run.now.UTC().Format(time.RFC3339)
 		app.SetAnnotations(a)
+		writes = append(writes, write{app: app, orig: orig})
+	}
+	errs := make([]error, len(writes))
+	slots := make(chan struct{}, promoteWrites)
+	var wg sync.WaitGroup
+	for i, w := range writes {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := run.r.Patch(ctx, app, client.MergeFrom(orig)); err != nil {
-				errs[i] = fmt.Errorf("failed to promote Application %q of Stage %q to %s: %w", name, run.stage.Name, v.Digest, err)
+			if err := run.r.Patch(ctx, w.app, client.MergeFrom(w.orig)); err != nil {
+				errs[i] = fmt.Errorf("failed to promote Application %q of Stage %q to %s: %w", w.orig.GetName(), run.stage.Name, v.Digest, err)
 			}
 		})
 	}
