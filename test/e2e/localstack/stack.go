@@ -337,6 +337,13 @@ kind: ConfigMap
 metadata: {name: argocd-cm, namespace: argocd, labels: {app.kubernetes.io/part-of: argocd}}
 data:
   timeout.reconciliation: 10s
+  # Fleet clusters (FleetCluster: this API server under 127.0.0.x) stand for remote clusters, which
+  # hold none of Argo CD's or Stagecoach's own objects: without this each of their caches would
+  # also watch every Application, Stage and Promotion of the management cluster.
+  resource.exclusions: |
+    - apiGroups: [argoproj.io, stagecoach.dev]
+      kinds: ["*"]
+      clusters: ["https://127.0.0.*"]
 ---
 apiVersion: v1
 kind: ConfigMap
