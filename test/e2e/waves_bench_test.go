@@ -178,8 +178,8 @@ func TestFleetWavesVsRollingSync(t *testing.T) {
 	report("%-8s Stagecoach waves: %d Applications in 3 waves (3/9/18) Verified in %s (grace 0), %d out-of-order syncs", "fleet", total, secs(ourTime), ourLate)
 	report("%-8s Argo CD RollingSync: the same %d Applications in 3 steps Synced+Healthy in %s, %d out-of-order syncs", "fleet", total, secs(theirTime), theirLate)
 	report("%-8s RollingSync/Stagecoach %.1fx", "fleet", theirTime.Seconds()/ourTime.Seconds())
-	report("%-8s Argo CD settings of both: syncOptions %s; fleet clusters' caches exclude argoproj.io and stagecoach.dev (argocd-cm resource.exclusions)",
-		"fleet", strings.Join(benchSyncOptions, ","))
+	report("%-8s Argo CD settings of both: syncOptions %s, --operation-processors %d, fleet clusters' caches without argoproj.io and stagecoach.dev (resource.exclusions)",
+		"fleet", strings.Join(benchSyncOptions, ","), localstack.OperationProcessors)
 	report("%-8s per wave, first sync began → last finished: Stagecoach %s; RollingSync %s", "fleet",
 		syncs.timeline(ourWaves, v2, ourStart), syncs.timeline(waveApps[theirs], v2, start))
 	for _, w := range theirWhich {
