@@ -169,12 +169,13 @@ $(CONTROLLER_GEN):
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
 
 .PHONY: bench
-bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build; 30 Applications in waves against Argo CD's RollingSync.
+bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets and Stage reconciles per target of a 200-Application rollout, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build; 30 Applications in waves against Argo CD's RollingSync.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
 	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
 	go test -run '^$$' -bench . -benchmem ./internal/check
 	go test -run '^$$' -bench Schedule -benchmem ./internal/waves
+	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" STAGECOACH_FLEET_BENCH=1 go test -v -count=1 -run '^TestWavesReconcilesPerTarget$$' ./test/integration/promotion | grep -E 'reconcile|^(ok|FAIL|---)'
 	go test -run '^$$' -bench 'Write|Audit10k|Follow10k' -benchmem ./internal/records
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test -v -count=1 -run '^TestFollowerLag$$' ./test/integration/records -args -records.lag-versions=5 -records.lag-interval=5s
 	go test -run '^$$' -bench BenchmarkScrape -benchtime 3x -benchmem ./internal/metrics
