@@ -83,6 +83,8 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 			n.running++
 		}
 	}
+	// Made per scrape: no two scrapes share a label pair.
+	phasePending, phaseRunning := pair(LabelPhase, string(stagecoachv1.PhasePending)), pair(LabelPhase, string(stagecoachv1.PhaseRunning))
 	for i := range stages.Items {
 		s := &stages.Items[i]
 		l := newStageLabels(s)
@@ -153,11 +155,6 @@ func (l stageLabelPairs) with(extra *dto.LabelPair) []*dto.LabelPair {
 }
 
 func pair(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name, Value: &value} }
-
-var (
-	phasePending = pair(LabelPhase, string(stagecoachv1.PhasePending))
-	phaseRunning = pair(LabelPhase, string(stagecoachv1.PhaseRunning))
-)
 
 func isTrue(s *stagecoachv1.Stage, condType string) float64 {
 	if meta.IsStatusConditionTrue(s.Status.Conditions, condType) {
