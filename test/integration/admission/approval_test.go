@@ -38,12 +38,22 @@ func TestApprovalPromotionAndBreakGlassGuards(t *testing.T) {
 			Spec: stagecoachv1.PromotionSpec{Stage: "payments", BreakGlass: breakGlass, RequestedBy: requester,
 				Version: &stagecoachv1.VersionReference{Digest: anyDigest}}}
 	}
-	// The policies take a moment to be enforced after they are created.
+	// The policies take a moment to be enforced after they are created, each on its own: probe
+	// every one (probing only the Approvals' let the Promotion cases run before theirs held).
 	probes := 0
-	g.Eventually(func() error {
-		probes++
-		return alice.Create(t.Context(), approval(fmt.Sprintf("probe-%d", probes), "mallory"))
-	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("names approver mallory but was created by alice")))
+	for _, probe := range []struct {
+		create  func(name string) client.Object
+		refusal string
+	}{
+		{func(name string) client.Object { return approval(name, "mallory") }, "names approver mallory but was created by alice"},
+		{func(name string) client.Object { return promotion(name, "mallory", false) }, "names requester mallory but was created by alice"},
+		{func(name string) client.Object { return promotion(name, "alice", true) }, "asks for break-glass"},
+	} {
+		g.Eventually(func() error {
+			probes++
+			return alice.Create(t.Context(), probe.create(fmt.Sprintf("probe-%d", probes)))
+		}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring(probe.refusal)))
+	}
 
 	cases := []struct {
 		name    string
