@@ -14,6 +14,19 @@ const (
 	d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
 )
 
+// ociSpec is an OCI Application told to run d2.
+const ociSpec = `spec: {source: {repoURL: oci://r/p, targetRevision: "` + d2 + `"}}
+`
+
+// appWithStatus is the Application spec (ociSpec when empty) with status.
+func appWithStatus(t *testing.T, spec, status string) *unstructured.Unstructured {
+	t.Helper()
+	if spec == "" {
+		spec = ociSpec
+	}
+	return app(t, spec+"status: "+status)
+}
+
 func app(t *testing.T, y string) *unstructured.Unstructured {
 	t.Helper()
 	obj := map[string]any{}
@@ -122,8 +135,6 @@ func TestArgoCDSetRevision(t *testing.T) {
 }
 
 func TestArgoCDObserve(t *testing.T) {
-	const oci = `spec: {source: {repoURL: oci://r/p, targetRevision: "` + d2 + `"}}
-`
 	cases := []struct {
 		name       string
 		status     string
@@ -189,11 +200,7 @@ func TestArgoCDObserve(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			a := tc.app
-			if a == "" {
-				a = oci
-			}
-			obj := app(t, a+"status: "+tc.status)
+			obj := appWithStatus(t, tc.app, tc.status)
 			obs := ArgoCDApplication{}.Observe(obj.DeepCopy(), d2)
 			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
 			if tc.wantReason != "" {
@@ -233,8 +240,6 @@ func TestArgoCDAlreadyLive(t *testing.T) {
 	const compared = `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
 	  operationState: {phase: Failed, finishedAt: "2026-11-30T09:59:00Z", operation: {sync: {revision: "` + d1 + `"}}},
 	  reconciledAt: "2026-11-30T10:00:03Z"}`
-	oci := `spec: {source: {repoURL: oci://r/p, targetRevision: "` + d2 + `"}}
-`
 	cases := []struct {
 		name, app, status string
 		written           time.Time
@@ -243,7 +248,7 @@ func TestArgoCDAlreadyLive(t *testing.T) {
 		{name: "compared after the write, Synced and Healthy", status: compared, written: written, want: true},
 		{name: "the refresh asked with the write is not done", status: compared, written: written,
 			app: `metadata: {annotations: {argocd.argoproj.io/refresh: normal}}
-` + oci},
+` + ociSpec},
 		{name: "compared before the write", status: compared, written: written.Add(5 * time.Second)},
 		{name: "no time of the write", status: compared},
 		{name: "an operation still runs", written: written, status: `{sync: {status: Synced, revision: "` + d2 + `"}, health: {status: Healthy},
@@ -260,11 +265,7 @@ func TestArgoCDAlreadyLive(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			a := tc.app
-			if a == "" {
-				a = oci
-			}
-			at, ok := ArgoCDApplication{}.AlreadyLive(app(t, a+"status: "+tc.status), d2, tc.written)
+			at, ok := ArgoCDApplication{}.AlreadyLive(appWithStatus(t, tc.app, tc.status), d2, tc.written)
 			g.Expect(ok).To(Equal(tc.want))
 			if tc.want {
 				g.Expect(at).To(Equal("2026-11-30T10:00:03Z"))

@@ -88,9 +88,9 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range stages.Items {
 		s := &stages.Items[i]
 		l := newStageLabels(s)
-		ch <- &stageSample{readyDesc, l.base, isTrue(s, stagecoachv1.ConditionReady)}
-		ch <- &stageSample{stalledDesc, l.base, isTrue(s, stagecoachv1.ConditionStalled)}
-		ch <- &stageSample{frozenDesc, l.base, isTrue(s, stagecoachv1.ConditionFrozen)}
+		ch <- &stageSample{readyDesc, l, isTrue(s, stagecoachv1.ConditionReady)}
+		ch <- &stageSample{stalledDesc, l, isTrue(s, stagecoachv1.ConditionStalled)}
+		ch <- &stageSample{frozenDesc, l, isTrue(s, stagecoachv1.ConditionFrozen)}
 		if cand := s.Status.Candidate; cand != nil {
 			seen := map[string]bool{}
 			for _, b := range cand.BlockedBy {
@@ -125,23 +125,18 @@ func (m *stageSample) Write(out *dto.Metric) error {
 	return nil
 }
 
-// stageLabelPairs are one Stage's label pairs.
-type stageLabelPairs struct {
-	environment, namespace, service, stage *dto.LabelPair
-	base                                   []*dto.LabelPair
-}
+// labelPairs are one Stage's label pairs, in name order.
+type labelPairs []*dto.LabelPair
 
-func newStageLabels(s *stagecoachv1.Stage) stageLabelPairs {
-	l := stageLabelPairs{environment: pair(LabelEnvironment, s.Spec.Environment), namespace: pair(LabelNamespace, s.Namespace),
-		service: pair(LabelService, s.Spec.Service), stage: pair(LabelStage, s.Name)}
-	l.base = []*dto.LabelPair{l.environment, l.namespace, l.service, l.stage}
-	return l
+func newStageLabels(s *stagecoachv1.Stage) labelPairs {
+	return labelPairs{pair(LabelEnvironment, s.Spec.Environment), pair(LabelNamespace, s.Namespace),
+		pair(LabelService, s.Spec.Service), pair(LabelStage, s.Name)}
 }
 
 // with adds one label to the Stage's, in name order.
-func (l stageLabelPairs) with(extra *dto.LabelPair) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, 0, len(l.base)+1)
-	for _, p := range l.base {
+func (l labelPairs) with(extra *dto.LabelPair) []*dto.LabelPair {
+	out := make([]*dto.LabelPair, 0, len(l)+1)
+	for _, p := range l {
 		if extra != nil && extra.GetName() < p.GetName() {
 			out = append(out, extra)
 			extra = nil
