@@ -54,7 +54,15 @@ func serve(handler http.Handler, logTo *os.File) (*server, error) {
 	return s, nil
 }
 
-func (s *server) close() { _ = s.srv.Close() }
+// close waits (briefly) for requests in flight before it closes: a git CGI request still running
+// writes to the fixtures' log, which the stack closes next (a data race under -race otherwise).
+func (s *server) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+}
 
 // Registry is an in-memory OCI registry (go-containerregistry's pkg/registry) on loopback, plain HTTP.
 type Registry struct {
