@@ -51,19 +51,6 @@ func setPromotionAnnotations(obj *unstructured.Unstructured, p *stagecoachv1.Pro
 	obj.SetAnnotations(a)
 }
 
-func equalAnnotations(a, b *unstructured.Unstructured) bool {
-	x, y := a.GetAnnotations(), b.GetAnnotations()
-	if len(x) != len(y) {
-		return false
-	}
-	for k, v := range x {
-		if y[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func versionString(v *stagecoachv1.VersionReference) string {
 	switch {
 	case v == nil:

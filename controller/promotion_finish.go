@@ -16,7 +16,8 @@ import (
 
 // The Stage's status is committed before a Promotion finishes: a crash between the two writes
 // then finds the Promotion still running and finishes it again, and the history entry (keyed by
-// Promotion) is not added twice.
+// Promotion) is not added twice. A verified Promotion's phase annotation on the applier follows
+// its result (promotion_annotations.go); a failed one's precedes it.
 
 // finishVerified finishes a Promotion whose version held: the Stage runs it now.
 func (run *promotionRun) finishVerified(ctx context.Context, p *stagecoachv1.Promotion, evidence string) error {
@@ -36,9 +37,6 @@ func (run *promotionRun) finishVerified(ctx context.Context, p *stagecoachv1.Pro
 	if err := run.commit(ctx); err != nil {
 		return err
 	}
-	if err := run.annotate(ctx, p, stagecoachv1.PhaseSucceeded); err != nil {
-		return err
-	}
 	if original := p.Annotations[stagecoachv1.RollbackOfAnnotation]; original != "" {
 		if err := run.markRolledBack(ctx, original, p.Name); err != nil {
 			return err
@@ -47,7 +45,11 @@ func (run *promotionRun) finishVerified(ctx context.Context, p *stagecoachv1.Pro
 	p.Status.VerifiedAt = &now
 	msg := fmt.Sprintf("%s verified in %s", versionString(v), stage.Name)
 	run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventVerified, msg, msg)
-	return run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, "verified: "+evidence)
+	if err := run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, "verified: "+evidence); err != nil {
+		return err
+	}
+	// After the result, not before it: see promotion_annotations.go.
+	return run.annotateVerified(ctx, p)
 }
 
 // finishFailed finishes a failed Promotion: the version is never offered automatically again,

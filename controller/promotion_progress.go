@@ -166,6 +166,10 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 		run.engineEvent(p, corev1.EventTypeWarning, stagecoachv1.EventFrozen, msg)
 		return false, run.status.finish(ctx, p, stagecoachv1.PhaseAborted, "not applied: "+msg)
 	}
+	// The previous Promotion's phase annotation first, so that the annotations keep their order.
+	if err := run.flushAnnotations(ctx); err != nil {
+		return false, err
+	}
 	if current == digest {
 		// Written before a restart: writing again would only wake the engine for nothing.
 		stage.Status.LastAppliedDigest = digest
@@ -178,7 +182,7 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 	if ssa, ok := run.applier.(serverSideApplier); ok {
 		return run.applyServerSide(ctx, p, ssa, version)
 	}
-	orig := run.obj.DeepCopy()
+	orig := annotationBase(run.obj)
 	if err := run.applier.SetRevision(run.obj, version, run.now); err != nil {
 		return false, err
 	}
@@ -221,11 +225,8 @@ func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion
 	if _, fleet := run.applier.(*fleetEngine); run.obj == nil || fleet {
 		return nil // the applier is gone or unreadable; a fleet's Applications say it per target
 	}
-	orig := run.obj.DeepCopy()
+	orig := annotationBase(run.obj)
 	setPromotionAnnotations(run.obj, p, phase)
-	if equalAnnotations(orig, run.obj) {
-		return nil
-	}
 	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to annotate %s %q: %w", run.obj.GetKind(), run.obj.GetName(), err)
 	}

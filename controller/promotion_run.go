@@ -43,8 +43,10 @@ import (
 //     these writes keep the phase, so they do not wake the Stage again: promotionNeedsLook).
 //  6. Stage status current, history and Verified (commit): before the Promotion finishes, so that
 //     a crash in between never loses the history entry (keyed by Promotion, added once).
-//  7. The applier's phase annotation Succeeded, for the engine's UI and notifications.
-//  8. Promotion status Succeeded: last, so that a retry after a crash redoes 6 and 7 harmlessly.
+//  7. Promotion status Succeeded, so that a retry after a crash redoes 6 harmlessly.
+//  8. The applier's phase annotation Succeeded, for the engine's UI and notifications: queued
+//     after the result and written in the background (promotion_annotations.go), before the
+//     applier's next write; after a crash, the next reconcile queues it again.
 //
 // Events (Promoted, Landed, Verified) go through the asynchronous recorder and hold nothing up.
 
@@ -88,6 +90,9 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		return 0, err
 	}
 	if err := run.adopt(ctx); err != nil {
+		return 0, err
+	}
+	if err := run.catchUpAnnotations(ctx); err != nil {
 		return 0, err
 	}
 	running, next, err := run.queue(ctx)

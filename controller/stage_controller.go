@@ -83,6 +83,8 @@ type StageReconciler struct {
 	hookEvents     chan event.GenericEvent
 	// appliers reads appliers from the label-selected cache where that is safe (nil: live).
 	appliers *applierReader
+	// annotator writes verified Promotions' phase annotations in the background (nil: at once).
+	annotator *phaseAnnotator
 }
 
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch

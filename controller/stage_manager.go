@@ -113,6 +113,10 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 
 	r.hookEvents = make(chan event.GenericEvent, 256)
+	r.annotator = newPhaseAnnotator(r.Client)
+	if err := mgr.Add(r.annotator); err != nil {
+		return fmt.Errorf("failed to add the phase annotator: %w", err)
+	}
 	r.verdicts = verify.NewCache(verify.DefaultCacheSize)
 	if r.PolicyRecheckInterval == 0 {
 		r.PolicyRecheckInterval = time.Minute

@@ -24,6 +24,9 @@ const RefreshAnnotation = "argocd.argoproj.io/refresh"
 type App struct {
 	Client client.Client
 	Key    client.ObjectKey
+	// BeforeWrite, when set, is called just before each write is sent (after the read it
+	// changes), for a benchmark that times from the write.
+	BeforeWrite func()
 }
 
 // Create creates an Application labelled for the Stage of the same name, and returns its fake.
@@ -69,6 +72,9 @@ func (a *App) Update(ctx context.Context, mutate func(app *unstructured.Unstruct
 			return err
 		}
 		mutate(app)
+		if a.BeforeWrite != nil {
+			a.BeforeWrite()
+		}
 		return a.Client.Update(ctx, app)
 	})
 }
