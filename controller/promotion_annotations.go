@@ -145,6 +145,9 @@ func (a *phaseAnnotator) next(ctx context.Context) bool {
 		}
 	}
 	a.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		return true // stopping: the next start catches up (catchUpAnnotations)
+	}
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("writing the applier's phase annotation failed; trying again", "applier", id.namespace+"/"+id.name,
 			"kind", id.gvk.Kind, "promotion", ann.promotion, "error", err.Error())

@@ -20,31 +20,34 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller"
 )
 
-// refusingPhaseWrites makes the controller's writes of one final phase to the Application of
-// namespace ns fail while refuse says so, and counts them.
-func refusingPhaseWrites(ns string, phase stagecoachv1.PromotionPhase, refuse func() bool, refused *atomic.Int32) func(*controller.Options) {
+// interceptingPatches has the controller's client send every Patch through patch.
+func interceptingPatches(patch func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, po ...client.PatchOption) error) func(*controller.Options) {
 	return func(o *controller.Options) {
 		o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, opts)
 			if err != nil {
 				return nil, err
 			}
-			return interceptor.NewClient(c, interceptor.Funcs{
-				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
-					if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Application" && u.GetNamespace() == ns {
-						data, err := patch.Data(obj)
-						// A merge patch names the annotation, a JSON patch its path.
-						names := strings.Contains(string(data), stagecoachv1.PhaseAnnotation) || strings.Contains(string(data), "stagecoach.dev~1phase")
-						if err == nil && names && strings.Contains(string(data), `"`+string(phase)+`"`) && refuse() {
-							refused.Add(1)
-							return errors.New("injected: the Application's annotation was not written")
-						}
-					}
-					return c.Patch(ctx, obj, patch, po...)
-				},
-			}), nil
+			return interceptor.NewClient(c, interceptor.Funcs{Patch: patch}), nil
 		}
 	}
+}
+
+// refusingPhaseWrites makes the controller's writes of one final phase to the Application of
+// namespace ns fail while refuse says so, and counts them.
+func refusingPhaseWrites(ns string, phase stagecoachv1.PromotionPhase, refuse func() bool, refused *atomic.Int32) func(*controller.Options) {
+	return interceptingPatches(func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
+		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Application" && u.GetNamespace() == ns {
+			data, err := patch.Data(obj)
+			// A merge patch names the annotation, a JSON patch its path.
+			names := strings.Contains(string(data), stagecoachv1.PhaseAnnotation) || strings.Contains(string(data), "stagecoach.dev~1phase")
+			if err == nil && names && strings.Contains(string(data), `"`+string(phase)+`"`) && refuse() {
+				refused.Add(1)
+				return errors.New("injected: the Application's annotation was not written")
+			}
+		}
+		return c.Patch(ctx, obj, patch, po...)
+	})
 }
 
 // The Application's phase annotation arrives even when writing it fails at first (it is tried
@@ -125,22 +128,12 @@ func TestPhaseAnnotationsKeepTheOrderOfPromotions(t *testing.T) {
 	}()
 	// The background write of a phase is slow, so that the next Promotion starts while it is
 	// queued or under way.
-	startControllerWith(t, nil, func(o *controller.Options) {
-		o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, interceptor.Funcs{
-				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
-					if patch.Type() == types.JSONPatchType && obj.GetNamespace() == ns {
-						time.Sleep(time.Second)
-					}
-					return c.Patch(ctx, obj, patch, po...)
-				},
-			}), nil
+	startControllerWith(t, nil, interceptingPatches(func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
+		if patch.Type() == types.JSONPatchType && obj.GetNamespace() == ns {
+			time.Sleep(time.Second)
 		}
-	})
+		return c.Patch(ctx, obj, patch, po...)
+	}))
 
 	newPromotion(t, ns, "v1", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
 	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseRunning)
