@@ -6,11 +6,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,24 +142,58 @@ func TestHooksLimits(t *testing.T) {
 
 	t.Run("requests beyond the bound are answered 503 at once", func(t *testing.T) {
 		g := NewWithT(t)
-		// Authenticated requests whose bodies are held occupy every slot.
+		auth := map[string]string{"Authorization": "Bearer " + argoToken}
+		// Authenticated requests whose bodies are held occupy every slot. A probe that reaches the
+		// server before a held request is dispatched takes that request's slot, and the held one
+		// is refused instead: such ones are replaced until the probe finds every slot held.
 		var held []net.Conn
-		for range controller.DefaultMaxHookRequests {
-			held = append(held, holdPost(t, "/hooks/argocd", map[string]string{"Authorization": "Bearer " + argoToken}))
-		}
 		release := func() {
 			for _, c := range held {
 				_ = c.Close()
 			}
 		}
 		defer release()
-		g.Eventually(func() (int, error) {
-			return send(t, "/hooks/argocd", strings.NewReader(`{}`), map[string]string{"Authorization": "Bearer " + argoToken})
-		}, 5*time.Second, 50*time.Millisecond).Should(Equal(http.StatusServiceUnavailable))
+		g.Eventually(func(g Gomega) {
+			held = unanswered(t, held)
+			for len(held) < controller.DefaultMaxHookRequests {
+				held = append(held, holdPost(t, "/hooks/argocd", auth))
+			}
+			status, err := send(t, "/hooks/argocd", strings.NewReader(`{}`), auth)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(status).To(Equal(http.StatusServiceUnavailable))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		// Exactly the bound is held: with fewer slots one held request would have been refused.
+		g.Expect(unanswered(t, held)).To(HaveLen(controller.DefaultMaxHookRequests))
 		release()
 		// The slots free again once the held requests end.
 		g.Eventually(func() (int, error) {
-			return send(t, "/hooks/argocd", strings.NewReader(`{"app":"none","namespace":"default"}`), map[string]string{"Authorization": "Bearer " + argoToken})
+			return send(t, "/hooks/argocd", strings.NewReader(`{"app":"none","namespace":"default"}`), auth)
 		}, 5*time.Second, 50*time.Millisecond).Should(Equal(http.StatusAccepted))
 	})
+}
+
+// unanswered returns the held connections the server has not answered within 300 ms, and closes
+// the others.
+func unanswered(t *testing.T, conns []net.Conn) []net.Conn {
+	t.Helper()
+	answered := make([]bool, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() {
+			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			_, err := c.Read(make([]byte, 1))
+			var netErr net.Error
+			answered[i] = !errors.As(err, &netErr) || !netErr.Timeout()
+		})
+	}
+	wg.Wait()
+	var open []net.Conn
+	for i, c := range conns {
+		if answered[i] {
+			_ = c.Close()
+			continue
+		}
+		open = append(open, c)
+	}
+	return open
 }
