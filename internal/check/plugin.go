@@ -84,12 +84,22 @@ func (p *pluginCheck) try(ctx context.Context, timeout time.Duration) attempt {
 	logger := log.FromContext(ctx).WithValues("check", p.check, "plugin", p.name)
 	stderr := &tailWriter{max: 4096}
 
+	// The plugin's own temporary directory, made before the sandbox lists what it may read: a
+	// directory that exists then is readable whole, while a file the plugin creates later directly
+	// in a directory the sandbox splits (/tmp, when a denied path lies beneath it) is not, and
+	// go-plugin's socket is such a file. It also keeps the socket out of other plugins' sight.
+	tmp, err := os.MkdirTemp("", "stagecoach-plugin-")
+	if err != nil {
+		return attempt{message: fmt.Sprintf("plugin %q did not start: no temporary directory for it: %v", p.name, err)}
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  plugincheck.HandshakeConfig(),
 		VersionedPlugins: plugincheck.PluginSets(nil),
 		// The plugin gets none of the controller's environment (KUBERNETES_SERVICE_HOST, proxy
-		// settings, anything a Deployment sets): only what go-plugin itself passes.
-		Cmd:         pluginCommand(p.path),
+		// settings, anything a Deployment sets): only its TMPDIR and what go-plugin passes.
+		Cmd:         pluginCommand(p.path, tmp),
 		SkipHostEnv: true,
 		// go-plugin hashes the file again right before it runs it: a binary swapped since
 		// preparePlugin is refused too.
@@ -115,7 +125,7 @@ func (p *pluginCheck) try(ctx context.Context, timeout time.Duration) attempt {
 
 	// Client starts the process, from the calling thread: it must run in the sandbox.
 	var rpc plugin.ClientProtocol
-	err := p.runner.sandboxed(ctx, func() error {
+	err = p.runner.sandboxed(ctx, func() error {
 		var err error
 		rpc, err = client.Client()
 		return err
@@ -238,10 +248,11 @@ func (w *lineLogger) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// pluginCommand runs the plugin with an empty environment (go-plugin adds its own variables).
-func pluginCommand(path string) *exec.Cmd {
+// pluginCommand runs the plugin with an environment of its TMPDIR alone (go-plugin adds its own
+// variables).
+func pluginCommand(path, tmpDir string) *exec.Cmd {
 	cmd := exec.Command(path)
-	cmd.Env = []string{}
+	cmd.Env = []string{"TMPDIR=" + tmpDir}
 	return cmd
 }
 

@@ -98,7 +98,8 @@ func allowRead(ruleset int, path string) error {
 // out. Paths are resolved, so a denied /var/run/secrets with /var/run a link to /run leaves out
 // /run/secrets, and a link into a denied directory allows nothing. The list is taken as each
 // plugin starts: what appears later directly in a split directory ("/", /run, /var) is not
-// readable to that plugin, which plugins (they keep to /tmp and their own files) do not need.
+// readable to that plugin, which plugins do not need: they keep to their own files and their
+// TMPDIR, a directory made for each before its list is taken.
 func readablePaths(deny []string) ([]string, error) {
 	var denied []string
 	for _, d := range deny {

@@ -16,13 +16,9 @@ import (
 // A plugin cannot read what the runner denies (the service-account token in a pod), whichever
 // path leads there, and still reads the rest; the controller itself still reads it after.
 func TestPluginCannotReadDeniedPaths(t *testing.T) {
-	// Not under the temporary directory: the directories holding a denied path are split into
-	// their entries when the plugin starts, so a file a plugin creates there afterwards (go-plugin
-	// creates its socket's temporary file in /tmp) is not readable to it.
-	dir, err := os.MkdirTemp(".", ".sandbox-test-")
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	dir, err = filepath.Abs(dir)
+	// Under the temporary directory, so that the sandbox splits it: the plugin's socket, created
+	// after the split, must still be readable to it (its own TMPDIR is made before).
+	dir, err := filepath.EvalSymlinks(t.TempDir())
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	secrets := filepath.Join(dir, "secrets")
 	other := filepath.Join(dir, "other")
@@ -32,6 +28,10 @@ func TestPluginCannotReadDeniedPaths(t *testing.T) {
 	}
 	link := filepath.Join(dir, "link")
 	NewWithT(t).Expect(os.Symlink(secrets, link)).To(Succeed())
+	// The runner's own temporary directory, to see that each plugin's is removed after its run.
+	runnerTmp := filepath.Join(dir, "tmp")
+	NewWithT(t).Expect(os.Mkdir(runnerTmp, 0o700)).To(Succeed())
+	t.Setenv("TMPDIR", runnerTmp)
 
 	tests := []struct {
 		name     string
@@ -56,6 +56,7 @@ func TestPluginCannotReadDeniedPaths(t *testing.T) {
 			g.Expect(res.Message).To(ContainSubstring(tt.wantPath))
 			g.Expect(res.Message).To(ContainSubstring("self: ok; etc: ok"))
 			g.Expect(r.PluginSandbox()).To(Succeed())
+			g.Expect(os.ReadDir(runnerTmp)).To(BeEmpty(), "the plugin's temporary directory is left behind")
 
 			// The restriction stayed with the plugin: the controller's goroutines, on whatever
 			// thread, still read the file.
