@@ -94,11 +94,11 @@ unit: ## The fast loop: unit tests only (-race; no API server, no engines), well
 
 # The cmp-server test lives in the module that builds the stack's Argo CD binary (Argo CD and its
 # replace block stay out of go.mod), so `go test ./...` above does not reach it. It runs without
-# -race and with -trimpath on purpose: this process holds only Argo CD's cmp-server and the test's
-# driver, so it compiles exactly the packages the Argo CD binary build compiled (a race build of
+# -race and with the Argo CD build's flags (-trimpath, no DWARF) on purpose: this process holds only
+# Argo CD's cmp-server and the test's driver, so it reuses the packages the Argo CD binary build compiled (a race build of
 # Argo CD took 8 more minutes on a fresh machine), while the Stagecoach code under test runs in a
 # plugin binary the test builds with -race.
-CMPSERVER_TEST = (cd test/e2e/localstack/build/argocd && go test -trimpath -count=1 -json ./cmpserver/...)
+CMPSERVER_TEST = (cd test/e2e/localstack/build/engines && go test -trimpath -gcflags=all=-dwarf=false -count=1 -json ./cmpserver/...)
 
 # The browser test of the UI extension (headless Chromium, the bundle `make ui` built, the real
 # API against envtest) is its own module (test/ui: chromedp stays out of go.mod).

@@ -188,14 +188,23 @@ func (a *phaseAnnotator) write(ctx context.Context, id objectID, ann phaseAnnota
 	return fmt.Errorf("failed to annotate %s %s/%s with phase %s of Promotion %s: %w", id.gvk.Kind, id.namespace, id.name, ann.phase, ann.promotion, err)
 }
 
-// annotateVerified writes the applier's phase annotation of a Promotion that was verified: in
-// the background (phaseAnnotator) when the controller runs one, else now.
+// annotateVerified writes the applier's phase annotation of a Promotion that was verified.
 func (run *promotionRun) annotateVerified(ctx context.Context, p *stagecoachv1.Promotion) error {
+	return run.annotateEnded(ctx, p, stagecoachv1.PhaseSucceeded)
+}
+
+// annotateEnded writes the applier's phase annotation of an ended Promotion: in the background
+// (phaseAnnotator) when the controller runs one and the applier is one object, else now (a
+// fleet's Applications are annotated together, by the rollout).
+func (run *promotionRun) annotateEnded(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
 	a := run.r.annotator
 	if _, fleet := run.applier.(*fleetEngine); a == nil || run.obj == nil || fleet {
-		return run.annotate(ctx, p, stagecoachv1.PhaseSucceeded)
+		return run.annotate(ctx, p, phase)
 	}
-	a.enqueue(applierID(run.obj), phaseAnnotation{promotion: p.Name, phase: stagecoachv1.PhaseSucceeded})
+	// One write queued or in flight is enough: the worker retries it until it lands.
+	if id := applierID(run.obj); !a.pending(id) {
+		a.enqueue(id, phaseAnnotation{promotion: p.Name, phase: phase})
+	}
 	return nil
 }
 
@@ -243,14 +252,7 @@ func (run *promotionRun) catchUpAnnotations(ctx context.Context) error {
 		if phase != stagecoachv1.PhaseSucceeded && phase != stagecoachv1.PhaseFailed {
 			return nil
 		}
-		a := run.r.annotator
-		if _, fleet := run.applier.(*fleetEngine); a == nil || fleet {
-			return run.annotate(ctx, p, phase)
-		}
-		if id := applierID(run.obj); !a.pending(id) {
-			a.enqueue(id, phaseAnnotation{promotion: p.Name, phase: phase})
-		}
-		return nil
+		return run.annotateEnded(ctx, p, phase)
 	}
 	return nil
 }

@@ -17,7 +17,8 @@ import (
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// No ClusterRole rule for ConfigMaps: the installation grants get on the one trust ConfigMap
+// (stagecoach-system/stagecoach-upstream-trust) through a Role, and another needs its own grant.
 
 const (
 	// TrustConfigMapPrefix marks --upstream-trust as a ConfigMap: configmap:NAMESPACE/NAME.

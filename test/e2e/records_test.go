@@ -67,7 +67,7 @@ func TestProdFollowsStagingInAnotherCluster(t *testing.T) {
 	// Cluster B: its own control plane and controller, trusting staging's recorder key through a
 	// ConfigMap, reading the stream every 2 s.
 	b, err := env.StartSecondCluster(ctx, "cluster-b-"+sc.NS,
-		"--upstream-trust=configmap:stagecoach-system/upstream-trust", "--upstream-trust-recheck=1s", "--upstream-records-interval=2s")
+		"--upstream-trust=configmap:stagecoach-system/stagecoach-upstream-trust", "--upstream-trust-recheck=1s", "--upstream-records-interval=2s")
 	sc.G.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		if t.Failed() && b.Controller != nil {
@@ -78,7 +78,7 @@ func TestProdFollowsStagingInAnotherCluster(t *testing.T) {
 	sc.G.Expect(b.Namespace(ctx, sc.NS)).To(Succeed())
 	trustYAML := "keys:\n- name: staging-recorder\n  streams: [\"e2e-a/" + sc.NS + "/*\"]\n  publicKey: |\n    " +
 		strings.ReplaceAll(strings.TrimSpace(string(key.PublicBytes)), "\n", "\n    ") + "\n"
-	sc.G.Expect(b.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "stagecoach-system", Name: "upstream-trust"},
+	sc.G.Expect(b.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "stagecoach-system", Name: "stagecoach-upstream-trust"},
 		Data: map[string]string{"upstream-trust.yaml": trustYAML}})).To(Succeed())
 	sc.G.Expect(localstack.ApplyYAML(ctx, b.Client, []byte(fmt.Sprintf(deploymentGrantYAML, sc.NS)))).To(Succeed())
 	sc.G.Expect(localstack.ApplyYAML(ctx, b.Client, []byte(fmt.Sprintf(`

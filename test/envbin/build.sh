@@ -42,7 +42,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   mkdir -p "$cache/bin"
   tmp=$(mktemp -d "$cache/bin/.envbin-XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
-  (cd "$here" && go build -mod=readonly -trimpath -ldflags "-s -w $ldf" -o "$tmp/" "${missing[@]/#/./cmd/}")
+  (cd "$here" && go build -mod=readonly -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldf" -o "$tmp/" "${missing[@]/#/./cmd/}")
   for name in "${missing[@]}"; do mv "$tmp/$name" "$cache/bin/$name-${version[$name]}"; done
   echo "built ${missing[*]} in $((SECONDS - start))s -> $cache/bin" >&2
 fi

@@ -340,6 +340,17 @@ func TestChartValues(t *testing.T) {
 				cm := find(objs, "ConfigMap", "stagecoach-upstream-trust")
 				g.Expect(cm).NotTo(BeNil())
 				g.Expect(cm.GetNamespace()).To(Equal("delivery"))
+				// The controller reads it through a Role naming it, not a cluster-wide rule.
+				got, err := grants(objs)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got).NotTo(ContainElement(HavePrefix("/configmaps ")))
+				role, binding := findIn(objs, "Role", "delivery", "stagecoach-upstream-trust"), findIn(objs, "RoleBinding", "delivery", "stagecoach-upstream-trust")
+				g.Expect(role).NotTo(BeNil())
+				g.Expect(field(role, "rules")).To(Equal([]any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"},
+					"resourceNames": []any{"stagecoach-upstream-trust"}, "verbs": []any{"get"}}}))
+				g.Expect(binding).NotTo(BeNil())
+				g.Expect(field(binding, "roleRef", "name")).To(Equal("stagecoach-upstream-trust"))
+				g.Expect(field(binding, "subjects")).To(Equal([]any{map[string]any{"kind": "ServiceAccount", "name": "stagecoach-controller", "namespace": "delivery"}}))
 				g.Expect(field(cm, "data")).To(Equal(map[string]any{
 					"upstream-trust.yaml": "keys:\n- name: staging-recorder\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}))
 			}},

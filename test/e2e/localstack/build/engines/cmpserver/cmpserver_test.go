@@ -1,7 +1,7 @@
 // Package cmpserver drives `stagecoach cmp generate` through Argo CD's real cmp-server: the gRPC
 // service argocd-cmp-server runs in the repo-server sidecar, configured with plugin/plugin.yaml,
 // fed a repository the way the repo-server streams it. It lives in the module that builds the
-// stack's Argo CD binary, so that Argo CD and its replace block stay out of Stagecoach's go.mod and
+// stack's engines (Argo CD among them), so that Argo CD and its replace block stay out of Stagecoach's go.mod and
 // the test compiles the very packages (same versions, same flags) that build already compiled.
 package cmpserver
 
@@ -24,7 +24,7 @@ import (
 
 const digest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 
-// repoRoot is Stagecoach's checkout: this package is test/e2e/localstack/build/argocd/cmpserver.
+// repoRoot is Stagecoach's checkout: this package is test/e2e/localstack/build/engines/cmpserver.
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "..", ".."))
