@@ -247,13 +247,16 @@ func TestChartMatchesKustomize(t *testing.T) {
 			want, got := find(kust, "Deployment", "stagecoach-controller"), find(chart, "Deployment", "stagecoach-controller")
 			g.Expect(got).NotTo(BeNil())
 			g.Expect(container(got)["image"]).To(Equal(image + "@" + testDigest))
-			for _, f := range []string{"image", "args", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"} {
+			for _, f := range []string{"image", "args", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext", "volumeMounts"} {
 				g.Expect(container(got)[f]).To(Equal(container(want)[f]), f)
 			}
 			for _, f := range []string{"replicas", "selector"} {
 				g.Expect(field(got, "spec", f)).To(Equal(field(want, "spec", f)), f)
 			}
 			g.Expect(field(got, "spec", "template", "spec", "securityContext")).To(Equal(field(want, "spec", "template", "spec", "securityContext")))
+			// A read-only root filesystem and a writable /tmp for check plugins, in both.
+			g.Expect(container(got)["volumeMounts"]).To(ContainElement(HaveKeyWithValue("mountPath", "/tmp")))
+			g.Expect(field(got, "spec", "template", "spec", "volumes")).To(Equal(field(want, "spec", "template", "spec", "volumes")))
 			g.Expect(field(find(chart, "Service", "stagecoach-hooks"), "spec")).To(Equal(field(find(kust, "Service", "stagecoach-hooks"), "spec")))
 		}},
 	}
