@@ -93,7 +93,7 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	progress = &lockedWriter{w: progress}
 	b := &Binaries{RepoRoot: root, StagecoachCRDs: filepath.Join(root, "manifests", "crds")}
 
-	enginesDir := filepath.Join(buildModulesDir(root), "engines")
+	enginesDir := enginesModuleDir(root)
 	// The engines' binaries are named by their versions and by the dependency graph they were
 	// built from: a changed go.sum builds them again instead of reusing the old ones.
 	graph, err := fileDigest(filepath.Join(enginesDir, "go.sum"))
@@ -194,10 +194,10 @@ func fileDigest(file string) (string, error) {
 	return fmt.Sprintf("%x", sum[:6]), nil
 }
 
-// buildModulesDir holds the module that builds Argo CD and the Flux controllers (build/engines
+// enginesModuleDir holds the module that builds Argo CD and the Flux controllers (build/engines
 // beside this package).
-func buildModulesDir(root string) string {
-	return filepath.Join(root, "test", "e2e", "localstack", "build")
+func enginesModuleDir(root string) string {
+	return filepath.Join(root, "test", "e2e", "localstack", "build", "engines")
 }
 
 // goBuild is one `go build` of one or more main packages of a module (a wrapper module under

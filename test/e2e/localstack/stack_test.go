@@ -119,13 +119,13 @@ func TestBinaryName(t *testing.T) {
 	}
 }
 
-// Build finds the modules that build the engines by path: a move of the folder must fail here,
-// not half an hour into a cold build.
-func TestBuildModulesDir(t *testing.T) {
-	for _, module := range []string{"argocd", "flux"} {
-		t.Run(module, func(t *testing.T) {
+// Build finds the module that builds the engines by path, and names their binaries by its go.sum:
+// a move of the folder must fail here, not half an hour into a cold build.
+func TestEnginesModuleDir(t *testing.T) {
+	for _, file := range []string{"go.mod", "go.sum", "tools.go"} {
+		t.Run(file, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(filepath.Join(buildModulesDir(RepoRoot()), module, "go.mod")).To(BeARegularFile())
+			g.Expect(filepath.Join(enginesModuleDir(RepoRoot()), file)).To(BeARegularFile())
 		})
 	}
 }
