@@ -191,8 +191,15 @@ func TestRestartChaos(t *testing.T) {
 		sc.WaitVerified(stage, last.digest, time.Time{})
 	}
 
+	// A Stage says Verified before its Promotion says Succeeded (the Stage's history is written
+	// first, for crash safety): wait until every Promotion has ended.
 	var list stagecoachv1.PromotionList
-	sc.G.Expect(sc.Client.List(sc.Ctx(), &list, client.InNamespace(sc.NS))).To(Succeed())
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.Client.List(sc.Ctx(), &list, client.InNamespace(sc.NS))).To(Succeed())
+		for _, p := range list.Items {
+			g.Expect(p.Status.FinishedAt).NotTo(BeNil(), "Promotion %s has not ended (%s)", p.Name, p.Status.Phase)
+		}
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 	g := sc.G
 	perStage := map[string]map[string]bool{} // Stage → its finished Promotions
 	perDigest := map[string][]string{}       // Stage/digest → Promotions

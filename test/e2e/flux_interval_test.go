@@ -55,15 +55,18 @@ func TestGraceLongerThanFluxInterval(t *testing.T) {
 	created := time.Now()
 	sc.Promote("staging", "v1.0.0", digestV1)
 	tl := sc.WaitVerified("staging", digestV1, created)
+	// The grace counts from the Promotion's own landedAt (whole seconds): compare its timestamps, not
+	// the times this test's polls saw. The Stage says Verified before its Promotion does (the
+	// Stage's history is written first, for crash safety), so wait for the Promotion's verdict.
+	p := &stagecoachv1.Promotion{}
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKey{Namespace: sc.NS, Name: tl.Promotion}, p)).To(Succeed())
+		g.Expect(p.Status.LandedAt).NotTo(BeNil())
+		g.Expect(p.Status.VerifiedAt).NotTo(BeNil())
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 	mu.Lock()
 	defer mu.Unlock()
 	sc.G.Expect(reruns).To(BeNumerically(">=", 1), "no interval run of the Kustomization started within the grace; the scenario proved nothing")
-	// The grace counts from the Promotion's own landedAt (whole seconds): compare its timestamps, not
-	// the times this test's polls saw.
-	p := &stagecoachv1.Promotion{}
-	sc.G.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKey{Namespace: sc.NS, Name: tl.Promotion}, p)).To(Succeed())
-	sc.G.Expect(p.Status.LandedAt).NotTo(BeNil())
-	sc.G.Expect(p.Status.VerifiedAt).NotTo(BeNil())
 	sc.G.Expect(p.Status.VerifiedAt.Sub(p.Status.LandedAt.Time)).To(BeNumerically(">=", grace),
 		"Promotion %s verified before the grace was over: landed %s, verified %s", p.Name, p.Status.LandedAt, p.Status.VerifiedAt)
 	sc.G.Expect(sc.ConfigMapData(sc.G, target, "payments")).To(HaveKeyWithValue("digest", digestV1))
