@@ -14,13 +14,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 # The first thing `make demo` and `make test` do: every tool they need and room for the cache, or a
 # stop in the first seconds naming the command to run (.ci/run uses the same script with --install).
 .PHONY: prereqs
-prereqs: ## Check Go, git, make, a C compiler, redis-server and free disk (hack/prereqs.sh --install as root installs them).
-	@hack/prereqs.sh
+prereqs: ## Check Go, git, make, a C compiler, redis-server, Node.js, Chromium and free disk; as root, install what is missing from Debian (STAGECOACH_INSTALL_PREREQS=0 refuses).
+	@hack/prereqs.sh --for test
 
 .PHONY: build
 build: ## Build bin/stagecoach.
@@ -124,8 +124,13 @@ e2e: e2e-build ui-release ## End-to-end scenarios on a local kube-apiserver with
 # ARGOCD_UI=1 also starts argocd-server with the UI extension (from `make ui-release`) and prints
 # the URL and login of the Promotion tab; off by default, it adds the UI build and a release to wait for.
 .PHONY: demo
-demo: prereqs $(if $(ARGOCD_UI),ui-release) ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline (ARGOCD_UI=1: and the Promotion tab in argocd-server).
+demo: demo-prereqs $(if $(ARGOCD_UI),ui-release) ## Build (once), start a local Kubernetes with Argo CD and Flux, and walk releases through a three-stage pipeline (ARGOCD_UI=1: and the Promotion tab in argocd-server).
 	cd test/e2e && go run ./cmd/demo $(if $(ARGOCD_UI),-argocd-ui)
+
+# The demo needs neither Chromium nor (without ARGOCD_UI) Node.js.
+.PHONY: demo-prereqs
+demo-prereqs: ## What make demo needs from the machine (as prereqs, without the browser tests' tools).
+	@hack/prereqs.sh --for demo$(if $(ARGOCD_UI),-ui)
 
 .PHONY: localstack
 localstack: e2e-build ## Start the local stack (kube-apiserver, Argo CD, Flux, registry, git, controller) until Ctrl-C.
@@ -167,6 +172,12 @@ $(CONTROLLER_GEN):
 	@echo "installing controller-gen $(CONTROLLER_GEN_VERSION) from the Go module proxy"
 	GOBIN=$(TOOLS_DIR)/gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
+
+# Every fuzz target of the module (19) for FUZZTIME each, from its seeds and testdata/fuzz corpus.
+FUZZ ?=
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (10s) from its checked-in seed corpus (FUZZ=pattern picks targets; hack/fuzz.sh).
+	hack/fuzz.sh $(FUZZ)
 
 .PHONY: bench
 bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, checks, the wave scheduler for 1,000 targets and Stage reconciles per target of a 200-Application rollout, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build; 30 Applications in waves against Argo CD's RollingSync.

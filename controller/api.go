@@ -15,6 +15,11 @@ import (
 // admission policies decide what that user may do; see internal/api.
 // +kubebuilder:rbac:groups="",resources=users;groups,verbs=impersonate
 
+// A pipeline shows a viewer only the namespaces where RBAC lets them list Stages (and Promotions),
+// and the controller writes through a Stage only what its author may write: both are asked of
+// the API server as SubjectAccessReviews.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // addAPI serves the HTTP API for the Argo CD UI extension when --api-bind-address is set.
 func addAPI(mgr ctrl.Manager, opts Options) error {
 	if opts.APIBindAddress == "" || opts.APIBindAddress == "0" {
@@ -25,7 +30,8 @@ func addAPI(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("failed to read the API's proxy token (--api-proxy-token-file): %w", err)
 	}
 	handler, err := api.New(api.Options{Reader: mgr.GetClient(), Config: mgr.GetConfig(), Scheme: mgr.GetScheme(),
-		Mapper: mgr.GetRESTMapper(), ProxyToken: strings.TrimSpace(string(token)), Log: ctrl.Log.WithName("api"), Clock: opts.Clock})
+		Mapper: mgr.GetRESTMapper(), ProxyToken: strings.TrimSpace(string(token)), Log: ctrl.Log.WithName("api"), Clock: opts.Clock,
+		TrustGroupsHeader: opts.APITrustGroupsHeader})
 	if err != nil {
 		return fmt.Errorf("failed to set up the API with the token of %s: %w", opts.APIProxyTokenFile, err)
 	}

@@ -50,9 +50,10 @@ func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakG
 	return blocks, results, nil
 }
 
-// approvals lists the Stage's Approvals and who promoted digest by hand, here or in the upstream
-// Stage (they cannot approve it).
-func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagecoachv1.Approval, []string, error) {
+// approvals lists the Stage's Approvals and who promoted digest by hand, here or in any Stage up
+// its upstream chain (plan.UpstreamChain): they cannot approve it. A hand promote in dev that
+// automation carried on to staging still keeps its author from approving it in prod.
+func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagecoachv1.Approval, []plan.Promoter, error) {
 	stage := run.stage
 	var approvals stagecoachv1.ApprovalList
 	if err := run.r.List(ctx, &approvals, client.InNamespace(stage.Namespace),
@@ -60,10 +61,23 @@ func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagec
 		return nil, nil, fmt.Errorf("failed to list the Approvals of Stage %q: %w", stage.Name, err)
 	}
 	promoters := plan.Promoters(digest, run.promotions, run.r.Identity)
-	if up, ok := stage.UpstreamKey(); ok {
+	chain, err := plan.UpstreamChain(stage, func(key types.NamespacedName) (*stagecoachv1.Stage, error) {
+		up := &stagecoachv1.Stage{}
+		if err := run.r.Get(ctx, key, up); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("failed to read Stage %s up the upstream chain of Stage %q: %w", key, stage.Name, err)
+		}
+		return up, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, key := range chain {
 		var upstream stagecoachv1.PromotionList
-		if err := run.r.List(ctx, &upstream, client.InNamespace(up.Namespace), client.MatchingFields{promotionStageIndexKey: up.Name}); err != nil {
-			return nil, nil, fmt.Errorf("failed to list the Promotions of upstream Stage %s: %w", up, err)
+		if err := run.r.List(ctx, &upstream, client.InNamespace(key.Namespace), client.MatchingFields{promotionStageIndexKey: key.Name}); err != nil {
+			return nil, nil, fmt.Errorf("failed to list the Promotions of upstream Stage %s of Stage %q: %w", key, stage.Name, err)
 		}
 		promoters = append(promoters, plan.Promoters(digest, upstream.Items, run.r.Identity)...)
 	}

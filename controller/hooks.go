@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +31,16 @@ const MaxHookBody = 64 << 10
 
 // DefaultMaxHookRequests bounds the requests the hooks serve at once; more are answered 503.
 const DefaultMaxHookRequests = 32
+
+// DefaultMaxHookRequestsPerSource bounds the requests one source has in flight at once; more are
+// answered 429, so that one slow or hostile client cannot hold every slot of
+// DefaultMaxHookRequests. Engines send an event in milliseconds: a few at once is plenty.
+const DefaultMaxHookRequestsPerSource = 4
+
+// DefaultHookRequestTimeout bounds the whole of a hook request, headers and body (the server's
+// read timeout, see Hooks.ConfigureServer): a client that sends slowly holds its slot no longer.
+// Engines send a few KiB at once.
+const DefaultHookRequestTimeout = 10 * time.Second
 
 // HookEvent is what a hook payload tells: which object the engine reported on. The decision is
 // always made again from the objects themselves; the payload only says whom to wake.
@@ -96,12 +108,31 @@ type Hooks struct {
 	Wake func(reqs []reconcile.Request)
 	// MaxInFlight bounds concurrent requests (DefaultMaxHookRequests when 0).
 	MaxInFlight int
+	// MaxInFlightPerSource bounds the concurrent requests of one source
+	// (DefaultMaxHookRequestsPerSource when 0). A source is the TCP peer's address (an IPv6
+	// peer's /64), never a header such as X-Forwarded-For that the client writes: behind a
+	// proxy every request comes from the proxy, and shares its bound.
+	MaxInFlightPerSource int
+	// RequestTimeout bounds reading a whole request, headers and body
+	// (DefaultHookRequestTimeout when 0); ConfigureServer sets it on the server.
+	RequestTimeout time.Duration
 	// Leading reports whether this replica runs the Stage controller and so can act on a hook;
 	// nil means always. Every replica serves the hooks, a replica not leading answers 503 so that
 	// the sender's retry reaches another one.
 	Leading func() bool
 
 	inFlight chan struct{}
+	sources  *sourceLimit
+}
+
+// ConfigureServer makes the server that serves Handler read each request, headers and body,
+// within RequestTimeout: past it the connection is cut and a handler reading the body answers 408.
+func (h *Hooks) ConfigureServer(s *http.Server) {
+	d := h.requestTimeout()
+	s.ReadTimeout = d
+	if s.ReadHeaderTimeout <= 0 || s.ReadHeaderTimeout > d {
+		s.ReadHeaderTimeout = d
+	}
 }
 
 // Handler returns the hooks' HTTP handler.
@@ -111,6 +142,11 @@ func (h *Hooks) Handler() http.Handler {
 		n = DefaultMaxHookRequests
 	}
 	h.inFlight = make(chan struct{}, n)
+	perSource := h.MaxInFlightPerSource
+	if perSource <= 0 {
+		perSource = DefaultMaxHookRequestsPerSource
+	}
+	h.sources = &sourceLimit{max: perSource, held: map[string]int{}}
 	mux := http.NewServeMux()
 	if h.FluxToken != nil {
 		mux.HandleFunc("/hooks/flux", h.serve(h.checkFluxHeader, h.verifyFlux, DecodeFluxEvent))
@@ -135,6 +171,15 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 			refuse(w, "use POST", http.StatusMethodNotAllowed)
 			return
 		}
+		// The source's bound first: a source past it takes none of the shared slots.
+		source := sourceOf(r.RemoteAddr)
+		if !h.sources.acquire(source) {
+			w.Header().Set("Retry-After", "1")
+			refuse(w, fmt.Sprintf("too many hook requests from %s at once (at most %d); retry", source, h.sources.max),
+				http.StatusTooManyRequests)
+			return
+		}
+		defer h.sources.release(source)
 		select {
 		case h.inFlight <- struct{}{}:
 			defer func() { <-h.inFlight }()
@@ -163,6 +208,13 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 				http.Error(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
 				return
 			}
+			var netErr net.Error
+			if errors.As(err, &netErr) && netErr.Timeout() {
+				// The server's read timeout (ConfigureServer) cut a request sent too slowly.
+				refuse(w, fmt.Sprintf("the request was not received within %s; send it at once", h.requestTimeout()),
+					http.StatusRequestTimeout)
+				return
+			}
 			http.Error(w, "cannot read body", http.StatusBadRequest)
 			return
 		}
@@ -182,6 +234,56 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = fmt.Fprintf(w, "woke %d Stage(s) applying through %s %s/%s\n", len(reqs), event.Kind, event.Namespace, event.Name)
 	}
+}
+
+func (h *Hooks) requestTimeout() time.Duration {
+	if h.RequestTimeout > 0 {
+		return h.RequestTimeout
+	}
+	return DefaultHookRequestTimeout
+}
+
+// sourceLimit counts the requests in flight per source.
+type sourceLimit struct {
+	max  int
+	mu   sync.Mutex
+	held map[string]int
+}
+
+func (l *sourceLimit) acquire(source string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[source] >= l.max {
+		return false
+	}
+	l.held[source]++
+	return true
+}
+
+func (l *sourceLimit) release(source string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[source]--; l.held[source] <= 0 {
+		delete(l.held, source) // the map holds only sources with requests in flight
+	}
+}
+
+// sourceOf is the source a request counts against: the TCP peer's IP address, or its /64 for
+// IPv6, where one client commonly holds a whole /64.
+func sourceOf(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.WithZone("").Unmap()
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().String()
+	}
+	return ip.String()
 }
 
 // refuse answers a request whose body was not read, and closes the connection: otherwise the

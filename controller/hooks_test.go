@@ -369,3 +369,82 @@ func TestHooksServeTLSFromFiles(t *testing.T) {
 	_, err = (&certReloader{certFile: filepath.Join(t.TempDir(), "absent.crt"), keyFile: keyFile}).GetCertificate(nil)
 	g.Expect(err).To(MatchError(ContainSubstring("failed to read the hooks' TLS certificate")))
 }
+
+// One source holds at most MaxInFlightPerSource requests (answered 429 beyond it) while another
+// source still gets through; X-Forwarded-For, written by the client, does not change the source.
+func TestHooksBoundRequestsPerSource(t *testing.T) {
+	g := NewWithT(t)
+	h := (&recorder{}).hooks()
+	h.MaxInFlightPerSource = 1
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	h.Lookup = func(context.Context, HookEvent) []reconcile.Request {
+		if first.CompareAndSwap(false, true) { // the first request is held until released
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	handler := h.Handler()
+	post := func(remote, forwardedFor string) *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/hooks/argocd", strings.NewReader(`{"app":"payments","namespace":"prod"}`))
+		req.RemoteAddr = remote
+		req.Header.Set("Authorization", "Bearer argo-token")
+		if forwardedFor != "" {
+			req.Header.Set("X-Forwarded-For", forwardedFor)
+		}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, req)
+		return w
+	}
+	held := make(chan int)
+	go func() { held <- post("198.51.100.7:40000", "").Code }()
+	<-entered
+	second := post("198.51.100.7:40001", "203.0.113.9")
+	g.Expect(second.Code).To(Equal(http.StatusTooManyRequests))
+	g.Expect(second.Header().Get("Retry-After")).NotTo(BeEmpty())
+	g.Expect(second.Body.String()).To(ContainSubstring("from 198.51.100.7"))
+	g.Expect(post("[2001:db8:1:2::7]:40000", "").Code).To(Equal(http.StatusAccepted), "another source gets through")
+	close(release)
+	g.Expect(<-held).To(Equal(http.StatusAccepted))
+	g.Expect(post("198.51.100.7:40002", "").Code).To(Equal(http.StatusAccepted), "the source's slot is free again")
+}
+
+func TestHookSourceOf(t *testing.T) {
+	tests := []struct{ remote, want string }{
+		{remote: "198.51.100.7:40000", want: "198.51.100.7"},
+		{remote: "[::ffff:198.51.100.7]:40000", want: "198.51.100.7"},
+		// A client commonly holds a whole IPv6 /64.
+		{remote: "[2001:db8:1:2::7]:40000", want: "2001:db8:1:2::/64"},
+		{remote: "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:1", want: "2001:db8:1:2::/64"},
+		{remote: "[fe80::1%eth0]:40000", want: "fe80::/64"},
+		{remote: "not an address", want: "not an address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.remote, func(t *testing.T) {
+			NewWithT(t).Expect(sourceOf(tt.remote)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestHooksConfigureServerBoundsTheWholeRequest(t *testing.T) {
+	tests := []struct {
+		name              string
+		timeout           time.Duration
+		header, wantRead  time.Duration
+		wantHeaderTimeout time.Duration
+	}{
+		{name: "default", header: 10 * time.Second, wantRead: DefaultHookRequestTimeout, wantHeaderTimeout: DefaultHookRequestTimeout},
+		{name: "shorter than the header timeout", timeout: 2 * time.Second, header: 10 * time.Second, wantRead: 2 * time.Second, wantHeaderTimeout: 2 * time.Second},
+		{name: "header timeout kept when shorter", timeout: 8 * time.Second, header: time.Second, wantRead: 8 * time.Second, wantHeaderTimeout: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := &http.Server{ReadHeaderTimeout: tt.header, ReadTimeout: 30 * time.Second}
+			(&Hooks{RequestTimeout: tt.timeout}).ConfigureServer(s)
+			g.Expect(s.ReadTimeout).To(Equal(tt.wantRead))
+			g.Expect(s.ReadHeaderTimeout).To(Equal(tt.wantHeaderTimeout))
+		})
+	}
+}

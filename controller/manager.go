@@ -202,14 +202,18 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 	// Every replica serves the hooks (not only the leader), so that the engines always reach a
 	// ready endpoint; a replica that is not leading answers 503 (see Hooks.Leading).
 	return addServer(mgr, "notification hooks", opts.HooksBindAddress, hooks.Handler(), 30*time.Second,
-		opts.HooksTLSCertFile, opts.HooksTLSKeyFile)
+		opts.HooksTLSCertFile, opts.HooksTLSKeyFile, hooks.ConfigureServer)
 }
 
 // addServer serves handler on addr from every replica (with TLS when a certificate is given,
-// reloaded as it changes) until the manager stops.
-func addServer(mgr ctrl.Manager, what, addr string, handler http.Handler, writeTimeout time.Duration, certFile, keyFile string) error {
+// reloaded as it changes) until the manager stops; configure adjusts the server (timeouts).
+func addServer(mgr ctrl.Manager, what, addr string, handler http.Handler, writeTimeout time.Duration, certFile, keyFile string,
+	configure ...func(*http.Server)) error {
 	server := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: writeTimeout}
+	for _, c := range configure {
+		c(server)
+	}
 	if certFile != "" {
 		certs := &certReloader{certFile: certFile, keyFile: keyFile}
 		if _, err := certs.GetCertificate(nil); err != nil {

@@ -43,6 +43,9 @@ type Options struct {
 	// APITLSCertFile and APITLSKeyFile (both or neither) make the API serve TLS.
 	APITLSCertFile string
 	APITLSKeyFile  string
+	// APITrustGroupsHeader makes the API act with the groups in Argo CD's Argocd-User-Groups
+	// header (internal/api Options.TrustGroupsHeader says when that is safe).
+	APITrustGroupsHeader bool
 	// ApplierRetryInterval is how soon a Stage whose applier cannot be read looks again
 	// (the applier's CRD may be installed later; no watch can tell us).
 	ApplierRetryInterval time.Duration
@@ -53,8 +56,9 @@ type Options struct {
 	CheckPluginDir string
 	// ClusterFreezeNamespace is the namespace whose Freezes may select other namespaces.
 	ClusterFreezeNamespace string
-	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and unspecified
-	// addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain).
+	// AllowInternalCheckTargets lets HTTP checks call private, shared, loopback, link-local and
+	// other special-purpose addresses and cluster-internal names (*.svc, *.cluster.local, names
+	// without a domain).
 	AllowInternalCheckTargets bool
 	// Concurrency is how many Stages reconcile at once (one Stage is never reconciled twice at once).
 	Concurrency int
@@ -157,12 +161,15 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile,
 		"PEM certificate the API serves TLS with; needs --api-tls-key-file; empty serves plain HTTP.")
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "PEM private key of --api-tls-cert-file.")
+	fs.BoolVar(&o.APITrustGroupsHeader, "api-trust-argocd-groups", o.APITrustGroupsHeader,
+		"Act with the groups Argo CD's proxy forwards (Argocd-User-Groups). Argo CD sets that header only for users who have groups and forwards a caller's own otherwise: "+
+			"set this only when Argo CD's RBAC lets no session without groups invoke the extension (no local accounts, no anonymous access). Off: the API acts as the user alone.")
 	fs.DurationVar(&o.ApplierRetryInterval, "applier-retry-interval", o.ApplierRetryInterval,
 		"How soon a Stage whose applier cannot be read (missing, forbidden, CRD not installed) checks again.")
 	fs.StringVar(&o.CheckPluginDir, "check-plugin-dir", o.CheckPluginDir,
 		"Directory of the check plugin binaries that Stages name; each runs only if its SHA-256 matches the Stage's.")
 	fs.BoolVar(&o.AllowInternalCheckTargets, "allow-internal-check-targets", o.AllowInternalCheckTargets,
-		"Let HTTP checks call loopback, link-local and unspecified addresses and cluster-internal names (*.svc, *.cluster.local, names without a domain); refused by default, so that a Stage cannot probe what only the controller reaches.")
+		"Let HTTP checks call private (RFC 1918, fc00::/7), shared (100.64.0.0/10), loopback, link-local, multicast and other special-purpose addresses, also embedded in IPv4-mapped, NAT64, 6to4 or Teredo addresses, and cluster-internal names (*.svc, *.cluster.local, names without a domain); refused by default, so that a Stage cannot probe what only the controller reaches.")
 	fs.StringVar(&o.RecordsRepository, "records-repository", o.RecordsRepository,
 		"OCI repository the signed record of every Stage step is pushed to (for example registry.example/delivery/streams); empty turns records off.")
 	fs.StringVar(&o.RecordsKeySecret, "records-key-secret", o.RecordsKeySecret,
@@ -170,7 +177,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RecordsCluster, "records-cluster", o.RecordsCluster,
 		"Cluster part of this cluster's record stream ids (a lowercase DNS label); the first 12 hex digits of kube-system's UID when empty.")
 	fs.StringVar(&o.UpstreamTrust, "upstream-trust", o.UpstreamTrust,
-		"File, or configmap:NAMESPACE/NAME (key "+TrustConfigMapKey+", read again as it changes), of the upstream recorders' public keys, each bound to the streams it signs ({keys: [{name, publicKey, streams}]}); without it Stages following upstreamRecords are not Ready.")
+		"File, or configmap:NAMESPACE/NAME (key "+TrustConfigMapKey+", read again as it changes), of the upstream recorders' public keys, each bound to the streams it signs and the repositories they are read from ({keys: [{name, publicKey, repositories, streams}]}); without it Stages following upstreamRecords are not Ready.")
 	fs.DurationVar(&o.UpstreamTrustRecheck, "upstream-trust-recheck", o.UpstreamTrustRecheck,
 		"How often a --upstream-trust ConfigMap is read again.")
 	fs.DurationVar(&o.UpstreamRecordsInterval, "upstream-records-interval", o.UpstreamRecordsInterval,

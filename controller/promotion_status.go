@@ -37,6 +37,9 @@ type PromotionObserver interface {
 	Finished(ctx context.Context, p *stagecoachv1.Promotion) error
 	// Forget drops what was observed of a Stage that was deleted.
 	Forget(namespace, stage string)
+	// Follow keeps what was observed of a Stage under its current spec.service and
+	// spec.environment (the series of the old values go).
+	Follow(stage *stagecoachv1.Stage)
 }
 
 // track remembers a Promotion as read from the API server.

@@ -422,7 +422,14 @@ func (rec *Recorder) finishPending(ctx context.Context, r *StageReconciler, stag
 	ref := stagecoachv1.RecordReference{Ref: "", Seq: pending.Seq, Action: pending.Action, Digest: records.Digest(b)}
 	switch {
 	case pending.Seq <= s.Seq:
-		// Pushed and committed before a restart; only the Promotion was not told.
+		// Pushed and committed before a restart; only the Promotion was not told. The writer may
+		// have put it past tags it did not sign, at a later seq: then it is the head.
+		if rcd, err := records.Decode(b); err == nil && s.Seq > pending.Seq {
+			rcd.Seq = s.Seq
+			if moved, err := records.Encode(rcd); err == nil && records.Digest(moved) == s.Digest {
+				ref.Seq, ref.Digest = s.Seq, s.Digest
+			}
+		}
 	case pending.Seq == s.Seq+1:
 		rcd, err := records.Decode(b)
 		if err != nil {
@@ -440,12 +447,19 @@ func (rec *Recorder) finishPending(ctx context.Context, r *StageReconciler, stag
 			}
 			return err
 		}
+		if written.Passed > 0 {
+			// Someone with push access put something at the seqs this record was reserved for;
+			// followers skip it the same way (no trusted key signed it).
+			ctrl.LoggerFrom(ctx).Info("record written past tags this recorder did not sign", "stream", s.ID,
+				"reserved", pending.Seq, "written", written.Seq, "passed", written.Passed)
+		}
 		s.Seq, s.Digest = written.Seq, written.Digest
+		ref.Seq, ref.Digest = written.Seq, written.Digest
 	default:
 		return fmt.Errorf("%w: Promotion %q holds record %d, but stream %q is at record %d: remove status.recording to rebuild it",
 			records.ErrConflict, p.Name, pending.Seq, s.ID, s.Seq)
 	}
-	ref.Ref = rec.Store.Ref(records.Tag(s.ID, pending.Seq))
+	ref.Ref = rec.Store.Ref(records.Tag(s.ID, ref.Seq))
 	for i := range stage.Status.History {
 		if stage.Status.History[i].Promotion == p.Name {
 			stage.Status.History[i].Record = ref.DeepCopy()
@@ -472,15 +486,16 @@ func (rec *Recorder) patchPromotion(ctx context.Context, r *StageReconciler, p *
 
 // followerStatus writes what the follower of an upstreamRecords source knows on the Stage: the
 // newest upstream record read (status.upstreamSeen), Ready=False while the records cannot be
-// checked, and the records skipped in the Ready message.
+// checked or are older than maxAge, and the records skipped in the Ready message.
 func (r *StageReconciler) followerStatus(stage *stagecoachv1.Stage) {
 	if stage.Spec.Source.UpstreamRecords == nil || r.Follower == nil {
 		return
 	}
 	st := r.Follower.State(stage)
 	// After a failed read the view still holds what was read before: a mark a person cleared is
-	// not put back until a read succeeds.
-	if st.Seen != nil && st.Reason == "" {
+	// not put back until a read succeeds. A stale stream was read all right: its mark moves.
+	read := st.Reason == "" || st.Reason == stagecoachv1.ReasonUpstreamStale
+	if st.Seen != nil && read {
 		stage.Status.UpstreamSeen = &stagecoachv1.UpstreamSeen{Seq: st.Seen.Seq, Digest: st.Seen.Digest}
 	}
 	if c := stage.Status.Candidate; c != nil && st.Reason == "" {
@@ -488,7 +503,8 @@ func (r *StageReconciler) followerStatus(stage *stagecoachv1.Stage) {
 		// source's old complaint no longer holds.
 		kept := c.BlockedBy[:0]
 		for _, b := range c.BlockedBy {
-			if b.Gate != stagecoachv1.GateSource || (b.Reason != stagecoachv1.ReasonUpstreamUnreadable && b.Reason != stagecoachv1.ReasonUpstreamUntrusted) {
+			if b.Gate != stagecoachv1.GateSource || (b.Reason != stagecoachv1.ReasonUpstreamUnreadable &&
+				b.Reason != stagecoachv1.ReasonUpstreamUntrusted && b.Reason != stagecoachv1.ReasonUpstreamStale) {
 				kept = append(kept, b)
 			}
 		}

@@ -133,7 +133,7 @@ func (w *trustWatch) load(ctx context.Context) {
 	}
 	data, ok := cm.Data[TrustConfigMapKey]
 	if !ok {
-		untrusted("nokey", fmt.Sprintf("%s has no key %s: put the trust config ({keys: [{name, publicKey, streams}]}) there", where, TrustConfigMapKey))
+		untrusted("nokey", fmt.Sprintf("%s has no key %s: put the trust config ({keys: [{name, publicKey, repositories, streams}]}) there", where, TrustConfigMapKey))
 		return
 	}
 	state := fmt.Sprintf("%x", sha256.Sum256([]byte(data)))

@@ -30,8 +30,10 @@ func TestTrustWatchLoad(t *testing.T) {
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	pem, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	valid := "keys:\n- name: staging\n  streams: [\"c/staging/*\"]\n  publicKey: |\n    " +
-		strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"
+	publicKey := "  publicKey: |\n    " + strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"
+	valid := "keys:\n- name: staging\n  repositories: [\"registry.example/delivery/streams\"]\n  streams: [\"c/staging/*\"]\n" + publicKey
+	// The form before keys were bound to repositories: refused, saying how to fix it.
+	streamsOnly := "keys:\n- name: staging\n  streams: [\"c/staging/*\"]\n" + publicKey
 
 	key := client.ObjectKey{Namespace: "stagecoach-system", Name: "upstream-trust"}
 	var getErr error
@@ -67,6 +69,9 @@ func TestTrustWatchLoad(t *testing.T) {
 			wantMsg: "has no key upstream-trust.yaml"},
 		{name: "invalid", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: "keys: []"}) },
 			wantMsg: "key upstream-trust.yaml is invalid: upstream trust config lists no keys"},
+		{name: "keys bound to streams alone", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: streamsOnly}) },
+			wantMsg: `key upstream-trust.yaml is invalid: upstream trust config keys[0] (name "staging"): repositories is empty; ` +
+				`a key is bound to the repositories its streams are read from as well as to the streams: add repositories: [`},
 		{name: "valid", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: valid}) }},
 		{name: "the API server times out: the keys stay", change: func(Gomega) { getErr = apierrors.NewTimeoutError("slow", 1) }},
 		{name: "deleted", change: func(g Gomega) {

@@ -85,6 +85,8 @@ type StageReconciler struct {
 	appliers *applierReader
 	// annotator writes verified Promotions' phase annotations in the background (nil: at once).
 	annotator *phaseAnnotator
+	// authors answers whether a Stage's author may write its applier (kinds without a built-in observer).
+	authors authorReviews
 }
 
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
@@ -105,6 +107,12 @@ type StageReconciler struct {
 // Reconcile reads the Stage, checks its applier, moves its Promotions one step, and writes the
 // Stage's status (once at the end, or earlier where a Promotion finishes).
 func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	if req.Namespace == "" {
+		// Stages are namespaced: a request without a namespace names no Stage, and must not be
+		// taken for a deleted one (whose orphans would be Promotions of every namespace).
+		ctrl.LoggerFrom(ctx).Error(errors.New("a Stage request without a namespace"), "ignored", "stage", req.Name)
+		return ctrl.Result{}, nil
+	}
 	stage := &stagecoachv1.Stage{}
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -116,6 +124,9 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			return ctrl.Result{}, r.orphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
+	}
+	if r.Observer != nil {
+		r.Observer.Follow(stage) // an edit of spec.service or spec.environment relabels its series
 	}
 	// One status writer: whatever the steps below decide is patched by commit, and a changed
 	// Ready becomes an event.
@@ -292,6 +303,13 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 		}
 		return applierVerdict{}, fmt.Errorf("failed to look up kind %s for Stage %q: %w", gvk, stage.Name, err)
 	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		// A cluster-scoped object belongs to no tenant: a Stage of one namespace must not write it,
+		// and its events would carry no namespace to find the Stage by.
+		return applierVerdict{reason: stagecoachv1.ReasonApplierClusterScoped, stalled: true,
+			message: fmt.Sprintf("Stage '%s' names %s '%s', which is cluster-scoped: a Stage applies only objects of its own namespace (%s); point spec.applyRef at a namespaced kind",
+				stage.Name, ref.Kind, ref.Name, stage.Namespace)}, nil
+	}
 	if !ref.Builtin() {
 		// The install grants the built-in kinds; any other kind is the operator's to grant. A
 		// watch the API server refuses would never sync (and keep /readyz failing), so ask first.
@@ -328,6 +346,15 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 		Name: obj.GetName(), Namespace: obj.GetNamespace()}
 	if msg := labelProblem(obj, stage.Name, described); msg != "" {
 		return applierVerdict{reason: stagecoachv1.ReasonApplierUnlabelled, message: msg, applier: applier}, nil
+	}
+	if !ref.Builtin() {
+		v, err := r.checkAuthor(ctx, stage, mapping.Resource, described, applier)
+		if err != nil {
+			return applierVerdict{}, err
+		}
+		if v != nil {
+			return *v, nil
+		}
 	}
 	return applierVerdict{ready: true, reason: stagecoachv1.ReasonApplierReady, applier: applier, gvk: gvk, obj: obj,
 		message: fmt.Sprintf("%s is readable and labelled for this Stage", described)}, nil

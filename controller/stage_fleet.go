@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -233,6 +234,10 @@ func (r *StageReconciler) chooseFleet(ctx context.Context, stage *stagecoachv1.S
 			v.unmediated = unmediated
 		}
 	}
+	// Said first: an unlabelled target is not guarded at all, whatever else decides what it runs.
+	if p := unlabelledTargets(stage.Name, described, fleet.apps); p != nil {
+		v.unmediated = p
+	}
 	if len(problems) > 0 {
 		return notReady(stagecoachv1.ReasonWavePlanRefused, fmt.Sprintf("%s: %s", described, strings.Join(problems, "; ")), false)
 	}
@@ -243,6 +248,34 @@ func (r *StageReconciler) chooseFleet(ctx context.Context, stage *stagecoachv1.S
 	v.engine = fleet
 	v.message = fmt.Sprintf("%s is readable and labelled for this Stage; its %d Applications roll out in %d waves", described, len(fleet.apps), len(d.Plan))
 	return nil
+}
+
+// unlabelledTargets is why a fleet is not mediated while some of its Applications lack the
+// label stagecoach.dev/stage=<stage>: the Application guard selects Applications by that label,
+// so anyone who may edit an unlabelled one can change what it runs. nil when all carry it.
+func unlabelledTargets(stage, described string, apps []*unstructured.Unstructured) *applier.Problem {
+	var missing []string
+	for _, app := range apps {
+		switch value, ok := app.GetLabels()[stagecoachv1.StageLabel]; {
+		case !ok:
+			missing = append(missing, app.GetName())
+		case value != stage:
+			missing = append(missing, fmt.Sprintf("%s (labelled for Stage %q)", app.GetName(), value))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	const most = 5
+	listed := strings.Join(missing[:min(len(missing), most)], ", ")
+	if len(missing) > most {
+		listed += fmt.Sprintf(" and %d more", len(missing)-most)
+	}
+	return &applier.Problem{Reason: stagecoachv1.ReasonTargetsUnlabelled, Message: fmt.Sprintf(
+		"%d of the %d Applications of %s lack the label %s=%s (%s): the Application guard does not cover them, so anyone who may edit them can change what they run; "+
+			"add %s: %s to the ApplicationSet's spec.template.metadata.labels (its spec is guarded: ask a break-glass member)",
+		len(missing), len(apps), described, stagecoachv1.StageLabel, stage, listed, stagecoachv1.StageLabel, stage)}
 }
 
 // readFleet reads the ApplicationSet's Applications (by the owner index) and its namespace's

@@ -199,6 +199,11 @@ func onlyConflicts(err error) bool {
 // stagesForApplier maps an event on an applier to the Stages naming it (by index) and to the Stage
 // its stagecoach.dev/stage label names.
 func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetNamespace() == "" {
+		// A cluster-scoped object is no Stage's applier (checkApplier refuses the kind), and a
+		// request without a namespace names no Stage.
+		return nil
+	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	var stages stagecoachv1.StageList
 	if err := r.List(ctx, &stages, client.InNamespace(obj.GetNamespace()),

@@ -30,7 +30,7 @@ func TestApplyGuarded(t *testing.T) {
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: actions}}
 	}
 	deny, audit, warn := admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn
-	const app, requester = "application-guard.stagecoach.dev", "promotion-requester-guard.stagecoach.dev"
+	const app, requester, author = "application-guard.stagecoach.dev", "promotion-requester-guard.stagecoach.dev", "stage-author-guard.stagecoach.dev"
 	cases := []struct {
 		name       string
 		kind       string
@@ -51,7 +51,11 @@ func TestApplyGuarded(t *testing.T) {
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing},
 		{name: "not allowed to look", kind: "Application", forbidden: true,
 			wantStatus: metav1.ConditionUnknown, wantReason: stagecoachv1.ReasonPoliciesUnreadable, wantMsg: "grant its service account list on validatingadmissionpolicies"},
-		{name: "a kind no policy guards", kind: "Widget"},
+		{name: "any other kind relies on the author guard", kind: "Widget", objs: []client.Object{vap(author), binding(author, deny)},
+			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled, wantMsg: author},
+		{name: "any other kind without the author guard", kind: "Widget", objs: []client.Object{vap(app), binding(app, deny)},
+			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
+			wantMsg: "admission policy stage-author-guard.stagecoach.dev is not installed and bound to deny: anyone who may write Stage 'shop/payments' can name an author"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

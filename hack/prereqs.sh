@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
 # Checks, in the first seconds of `make demo`, `make test` and `.ci/run`, everything they need from the
 # machine: the Go toolchain (GOTOOLCHAIN=go1.27.3 must run), git, make, a C compiler, redis-server
-# (Argo CD's cache in the local stack) and free disk for the build cache. One script, so the CI's
-# installer and the developer's check never drift.
+# (Argo CD's cache in the local stack), Node.js and npm (the UI extension), Chromium (its browser
+# tests) and free disk for the build cache. One script, so the CI's installer and the developer's
+# check never drift.
 #
-#   hack/prereqs.sh            check; on anything missing, stop at once naming the command to run
-#   hack/prereqs.sh --install  as root, install what is missing from Debian, then check again
-#                              (also STAGECOACH_INSTALL_PREREQS=1)
+#   hack/prereqs.sh                  what `make test` needs; as root with apt-get, installs what is
+#                                    missing from Debian and says so; as another user, stops at once
+#                                    naming the command to run
+#   hack/prereqs.sh --for demo       what `make demo` needs (no Node.js, npm or Chromium)
+#   hack/prereqs.sh --for demo-ui    what `make demo ARGOCD_UI=1` needs (Node.js and npm, no Chromium)
+#   hack/prereqs.sh --install        install even when STAGECOACH_INSTALL_PREREQS=0 says not to
 #
+# STAGECOACH_INSTALL_PREREQS=0 refuses to install (check only, even as root); =1 installs (root only).
 # STAGECOACH_MIN_FREE_GIB (default 10) is the free space wanted under the cache folder
 # ($STAGECOACH_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/stagecoach): the first build writes ~8 GiB
 # of binaries and Go build cache there.
 set -euo pipefail
 
-install=${STAGECOACH_INSTALL_PREREQS:-0}
-for arg in "$@"; do
-  case $arg in
+install=${STAGECOACH_INSTALL_PREREQS:-auto}
+purpose=test
+while [ $# -gt 0 ]; do
+  case $1 in
     --install) install=1 ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "prereqs: unknown argument $arg (use --install or nothing)" >&2; exit 2 ;;
+    --for)
+      purpose=${2:-}
+      shift
+      case $purpose in
+        test | demo | demo-ui) ;;
+        *) echo "prereqs: --for takes test, demo or demo-ui, not '$purpose'" >&2; exit 2 ;;
+      esac ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "prereqs: unknown argument $1 (use --install, --for test|demo|demo-ui, or nothing)" >&2; exit 2 ;;
   esac
+  shift
 done
 export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
 min_free_gib=${STAGECOACH_MIN_FREE_GIB:-10}
@@ -38,9 +52,13 @@ missing_packages() {
   { have cc || have gcc; } || echo build-essential
   have redis-server || echo redis-server
   # The Argo CD UI extension: built with npm (esbuild, vitest), tested in headless Chromium.
-  have node || echo nodejs
-  have npm || echo npm
-  have chromium || echo chromium
+  if [ "$purpose" != demo ]; then
+    have node || echo nodejs
+    have npm || echo npm
+  fi
+  if [ "$purpose" = test ]; then
+    have chromium || echo chromium
+  fi
 }
 
 # Free disk where the cache lives (its nearest existing folder: the cache may not exist yet),
@@ -66,6 +84,12 @@ if [[ " ${missing[*]} " == *" go-toolchain "* ]]; then
   exit 1
 fi
 
+if [ "$install" = auto ]; then
+  # As root on Debian (these machines, CI), install what is missing; elsewhere only say what.
+  install=0
+  if [ "$(id -u)" = 0 ] && have apt-get; then install=1; fi
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   cmd="apt-get update -qq && apt-get install -y -qq ${missing[*]}"
   if [ "$install" != 1 ]; then
@@ -79,7 +103,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "prereqs: --install needs root and apt-get (Debian); install ${missing[*]} yourself and run again" >&2
     exit 1
   fi
-  echo "prereqs: installing ${missing[*]} from Debian"
+  echo "prereqs: installing ${missing[*]} from Debian as root (STAGECOACH_INSTALL_PREREQS=0 refuses)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   mapfile -t still < <(missing_packages)
@@ -90,4 +114,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "$disk_ok" = 1 ] || exit 1
-echo "prereqs: ok ($(go env GOVERSION), git, make, cc, redis-server, node $(node --version), chromium, $free_gib GiB free for $cache)"
+case $purpose in
+  test) tools="node $(node --version), chromium, " ;;
+  demo-ui) tools="node $(node --version), " ;;
+  demo) tools="" ;;
+esac
+echo "prereqs: ok ($(go env GOVERSION), git, make, cc, redis-server, ${tools}$free_gib GiB free for $cache)"

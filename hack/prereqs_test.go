@@ -116,6 +116,53 @@ case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod
 			wantApt: []string{"update -qq", "install -y -qq redis-server"},
 		},
 		{
+			name:     "as root with apt-get, make test's check installs what is missing and says so",
+			env:      []string{"STAGECOACH_INSTALL_PREREQS="},
+			rootOnly: true,
+			setup: func(t *testing.T, bin, aptLog string) {
+				writeScript(t, filepath.Join(bin, "apt-get"), `echo "$*" >> `+aptLog+`
+case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod +x `+bin+`/redis-server ;; esac
+`)
+			},
+			wantOut: []string{"installing redis-server from Debian as root (STAGECOACH_INSTALL_PREREQS=0 refuses)", "prereqs: ok"},
+			wantApt: []string{"update -qq", "install -y -qq redis-server"},
+		},
+		{
+			name:     "STAGECOACH_INSTALL_PREREQS=0 refuses to install, even as root",
+			rootOnly: true,
+			setup: func(t *testing.T, bin, aptLog string) {
+				writeScript(t, filepath.Join(bin, "apt-get"), `echo "$*" >> `+aptLog+"\n")
+			},
+			wantRC:  1,
+			wantOut: []string{"missing redis-server", "apt-get install -y -qq redis-server"},
+		},
+		{
+			name: "make demo's check needs no browser and no Node.js",
+			args: []string{"--for", "demo"},
+			setup: func(t *testing.T, bin, _ string) {
+				writeScript(t, filepath.Join(bin, "redis-server"), "exit 0\n")
+				for _, tool := range []string{"chromium", "node", "npm"} {
+					_ = os.Remove(filepath.Join(bin, tool))
+				}
+			},
+			wantOut: []string{"prereqs: ok"},
+		},
+		{
+			name: "make test's check wants the browser",
+			setup: func(t *testing.T, bin, _ string) {
+				writeScript(t, filepath.Join(bin, "redis-server"), "exit 0\n")
+				_ = os.Remove(filepath.Join(bin, "chromium"))
+			},
+			wantRC:  1,
+			wantOut: []string{"missing chromium"},
+		},
+		{
+			name:    "an unknown purpose is refused",
+			args:    []string{"--for", "prod"},
+			wantRC:  2,
+			wantOut: []string{"--for takes test, demo or demo-ui, not 'prod'"},
+		},
+		{
 			name:     "STAGECOACH_INSTALL_PREREQS=1 is the installer variant too",
 			env:      []string{"STAGECOACH_INSTALL_PREREQS=1"},
 			rootOnly: true,

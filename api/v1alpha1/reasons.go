@@ -26,6 +26,14 @@ const (
 	ReasonApplierNotSupported = "ApplierNotSupported"
 	// ReasonApplierSetInvalid: spec.applyRef.set does not render or names a field the kind lacks.
 	ReasonApplierSetInvalid = "ApplierSetInvalid"
+	// ReasonApplierClusterScoped: spec.applyRef names a cluster-scoped kind; a Stage applies only
+	// objects of its own namespace.
+	ReasonApplierClusterScoped = "ApplierClusterScoped"
+	// ReasonAuthorMissing: a Stage on a kind without a built-in observer names no spec.author,
+	// so the controller cannot tell whether its author may write the applier.
+	ReasonAuthorMissing = "AuthorMissing"
+	// ReasonAuthorForbidden: spec.author may not patch the applier (SubjectAccessReview).
+	ReasonAuthorForbidden = "AuthorForbidden"
 	// Reasons of Guarded: the admission policies are enforced, some are missing (or not bound
 	// to deny), or the controller may not read them.
 	ReasonPoliciesInstalled  = "PoliciesInstalled"
@@ -49,8 +57,14 @@ const (
 	ReasonWavePlanRefused = "WavePlanRefused"
 	// ReasonWaveFailed: a wave had more failures than maxFailures, or passed its progressDeadline.
 	ReasonWaveFailed = "WaveFailed"
+	// ReasonTargetsUnlabelled: Applications an ApplicationSet generated for a fleet Stage lack
+	// the Stage's label, so the Application guard does not cover them (Mediated=False).
+	ReasonTargetsUnlabelled = "TargetsUnlabelled"
 	// ReasonAborted: an Abort Promotion cancelled the running one.
 	ReasonAborted = "Aborted"
+	// ReasonUpstreamStale: the newest trusted upstream record is older than
+	// spec.source.upstreamRecords.maxAge (newer records may be withheld).
+	ReasonUpstreamStale = "UpstreamStale"
 )
 
 // Reasons of Frozen, Promoting and of automation holds.

@@ -50,6 +50,14 @@ type StageSpec struct {
 	// +required
 	ApplyRef ApplierReference `json:"applyRef"`
 
+	// Author is who wrote this Stage's applyRef: the controller writes to an applier of a kind
+	// without a built-in observer only what the author may write (asked of the API server as a
+	// SubjectAccessReview before each write), and such a Stage is not Ready without one. The
+	// stage-author-guard admission policy requires it to name the user who creates the Stage or
+	// changes its applyRef or author, in groups that user is in.
+	// +optional
+	Author *StageAuthor `json:"author,omitempty"`
+
 	// Completion says how to read from the applier's status that it has finished: required for
 	// kinds Stagecoach has no built-in observer for; on a built-in kind both the built-in proof and
 	// these rules must hold.
@@ -120,6 +128,21 @@ type AdoptedRevision struct {
 	// At is when the Stage took the applier over.
 	// +required
 	At metav1.Time `json:"at"`
+}
+
+// StageAuthor is the identity a Stage writes to its applier with.
+type StageAuthor struct {
+	// User is the author's Kubernetes user name (kubectl auth whoami).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	User string `json:"user"`
+
+	// Groups of the author whose rights count too.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Groups []string `json:"groups,omitempty"`
 }
 
 // ApplierReference names the object that applies a Stage's version.
@@ -374,6 +397,18 @@ type UpstreamRecordsSource struct {
 	// OCIRepository's url).
 	// +optional
 	ApplyRepository string `json:"applyRepository,omitempty"`
+
+	// MaxAge bounds how old the newest trusted record of the stream may be. A repository (or a
+	// mirror) that stops showing the upstream's newest records would hide a failure recorded
+	// there; with maxAge set, a stream whose newest trusted record is older is refused (the
+	// Stage is not Ready, UpstreamStale, and nothing is promoted from it) until a newer one
+	// arrives. The upstream writes a record only when it takes a step, so set it above the
+	// longest time the upstream goes without one. Unset: no bound.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="maxAge must be a duration such as 24h or 168h"
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
 // PromotionPolicy holds the gates before apply.

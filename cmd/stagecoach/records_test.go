@@ -78,7 +78,7 @@ func TestRecordsVerify(t *testing.T) {
 	dir := t.TempDir()
 	trustFile := filepath.Join(dir, "trust.yaml")
 	trustYAML := "keys:\n- name: staging-recorder\n  publicKey: |\n    " + strings.ReplaceAll(strings.TrimSpace(pub), "\n", "\n    ") +
-		"\n  streams: [\"8d1e4f2a9c0b/staging/*\"]\n"
+		"\n  repositories: [\"127.0.0.1:*/delivery/streams\"]\n  streams: [\"8d1e4f2a9c0b/staging/*\"]\n"
 	if err := os.WriteFile(trustFile, []byte(trustYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}

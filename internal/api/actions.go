@@ -220,7 +220,7 @@ func reasonOr(reason, action string, r *http.Request) string {
 	if strings.TrimSpace(reason) != "" {
 		return reason
 	}
-	return fmt.Sprintf("%s by %s from the Argo CD UI", action, strings.TrimSpace(r.Header.Get("Argocd-Username")))
+	return fmt.Sprintf("%s by %s from the Argo CD UI", action, strings.TrimSpace(r.Header.Get(headerUsername)))
 }
 
 // parseUntil reads an RFC 3339 time or a duration from now (as the CLI's --until does).

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,12 +50,19 @@ type Options struct {
 	Log     logr.Logger
 	// Clock is the time pipelines are explained at; the real clock when nil.
 	Clock clock.PassiveClock
+	// TrustGroupsHeader takes the user's groups from Argocd-User-Groups. Argo CD sets that header
+	// only for a user who has groups and forwards a header the caller sent otherwise, so a user
+	// without groups could name any group: turn this on only where Argo CD lets no session without
+	// groups invoke the extension (contract.md, "Who the API acts as"). Off, the API acts as the
+	// user alone and Kubernetes RBAC must bind users.
+	TrustGroupsHeader bool
 }
 
 // Server serves the API. New builds it; Handler is its http.Handler.
 type Server struct {
-	opts Options
-	mux  *http.ServeMux
+	opts    Options
+	mux     *http.ServeMux
+	reviews authorizationv1client.SubjectAccessReviewInterface
 }
 
 // New checks the options and builds the API. It is the stable entry point with Handler.
@@ -92,7 +100,11 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("failed to build a REST mapper: %w", err)
 		}
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux()}
+	reviews, err := authorizationv1client.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build a client for SubjectAccessReviews: %w", err)
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), reviews: reviews.SubjectAccessReviews()}
 	s.route("GET", "/api/v1/whoami", s.whoami)
 	s.route("GET", "/api/v1/apps/{namespace}/{name}/pipeline", s.appPipeline)
 	s.route("GET", "/api/v1/pipelines/{service}", s.servicePipeline)
@@ -146,7 +158,7 @@ func (s *Server) route(method, pattern string, h handler) {
 				Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method)})
 			return
 		}
-		who, err := viewer(r)
+		who, err := viewer(r, s.opts.TrustGroupsHeader)
 		if err == nil {
 			err = h(w, r, who)
 		}
@@ -160,29 +172,51 @@ func (s *Server) route(method, pattern string, h handler) {
 	})
 }
 
-// Viewer is who asks, from Argo CD's headers.
+// Viewer is who asks, as Argo CD vouches for them.
 type Viewer struct {
 	User     string   `json:"user"`
 	Groups   []string `json:"groups"`
 	ReadOnly bool     `json:"readOnly"`
 }
 
-// viewer reads Argocd-Username and Argocd-User-Groups. An empty user is anonymous and may only
-// read. Names Kubernetes reserves (system:) are refused: an identity provider's user or group
-// named system:masters must not become one through impersonation.
-func viewer(r *http.Request) (Viewer, error) {
-	v := Viewer{User: strings.TrimSpace(r.Header.Get("Argocd-Username")), Groups: []string{}}
-	for _, g := range strings.Split(r.Header.Get("Argocd-User-Groups"), ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			v.Groups = append(v.Groups, g)
-		}
+// The headers Argo CD's proxy extension sets (server/extension/extension.go, prepareRequest).
+// It sets each only when it has a value, and forwards whatever the caller sent otherwise.
+const (
+	headerUsername = "Argocd-Username"
+	headerUserID   = "Argocd-User-Id"
+	headerGroups   = "Argocd-User-Groups"
+)
+
+// viewer reads who asks from Argo CD's headers, taking only what Argo CD vouches for:
+//   - a logged-in session always has both a user id and a user name (Argo CD's user name falls
+//     back to the id), so Argo CD sets both: one without the other was not set by Argo CD and
+//     is refused; neither is an anonymous session, which may only read;
+//   - groups are taken only with trustGroups: Argo CD sets Argocd-User-Groups only for a user
+//     who has groups, so a user without any could send her own;
+//   - names Kubernetes reserves (system:) are refused: an identity provider's user or group named
+//     system:masters must not become one through impersonation.
+func viewer(r *http.Request, trustGroups bool) (Viewer, error) {
+	anonymous := Viewer{Groups: []string{}, ReadOnly: true}
+	user, id := strings.TrimSpace(r.Header.Get(headerUsername)), strings.TrimSpace(r.Header.Get(headerUserID))
+	switch {
+	case user == "" && id == "":
+		return anonymous, nil
+	case user == "" || id == "":
+		return anonymous, &Error{Code: http.StatusForbidden, Reason: "Forbidden",
+			Message: fmt.Sprintf("the request names a user in only one of %s and %s: Argo CD sets both for every logged-in session, so this one was not forwarded as Argo CD forwards it",
+				headerUsername, headerUserID)}
 	}
-	if v.User == "" {
-		return Viewer{Groups: []string{}, ReadOnly: true}, nil
+	v := Viewer{User: user, Groups: []string{}}
+	if trustGroups {
+		for _, g := range strings.Split(r.Header.Get(headerGroups), ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				v.Groups = append(v.Groups, g)
+			}
+		}
 	}
 	for _, name := range append([]string{v.User}, v.Groups...) {
 		if strings.HasPrefix(name, "system:") {
-			return Viewer{Groups: []string{}, ReadOnly: true}, &Error{Code: http.StatusForbidden, Reason: "Forbidden",
+			return anonymous, &Error{Code: http.StatusForbidden, Reason: "Forbidden",
 				Message: fmt.Sprintf("the Argo CD user or group %q uses the prefix system:, which Kubernetes reserves: Stagecoach does not act as it", name)}
 		}
 	}

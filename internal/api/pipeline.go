@@ -23,6 +23,9 @@ type Pipeline struct {
 	Service string  `json:"service"`
 	Viewer  Viewer  `json:"viewer"`
 	Stages  []Stage `json:"stages"`
+	// Hidden counts the service's Stages left out: those in namespaces where the viewer may not
+	// list Stages.
+	Hidden int `json:"hidden"`
 }
 
 // Stage is one Stage of a Pipeline.
@@ -141,8 +144,24 @@ func (s *Server) servePipeline(w http.ResponseWriter, r *http.Request, who Viewe
 	if err != nil {
 		return err
 	}
+	namespaces := make([]string, 0, len(plans))
+	for _, sp := range plans {
+		namespaces = append(namespaces, sp.Stage.Namespace)
+	}
+	access, err := s.readableIn(r.Context(), who, namespaces)
+	if err != nil {
+		return internal(err)
+	}
 	p := Pipeline{Service: service, Viewer: who, Stages: make([]Stage, 0, len(plans))}
 	for _, sp := range plans {
+		switch can := access[sp.Stage.Namespace]; {
+		case !can.stages:
+			p.Hidden++
+			continue
+		case !can.promotions:
+			// Who asked for what, and why, is the Promotions'; the Stage's own history stays.
+			sp.Promotions = nil
+		}
 		p.Stages = append(p.Stages, stageView(sp))
 	}
 	writeJSON(w, http.StatusOK, p)

@@ -59,6 +59,13 @@ func (r *Runner) prepareHTTP(spec *v1alpha1.HTTPCheck, in Input) (*httpCheck, er
 	if h.status == 0 {
 		h.status = http.StatusOK
 	}
+	if h.body != nil {
+		// Refused here, before any request: the path is the Stage's, not the answer's, so
+		// retrying cannot help.
+		if err := plainPath(h.body.Key); err != nil {
+			return nil, fmt.Errorf("body.key %q is not allowed: %v; %s", h.body.Key, err, bodyPathHelp)
+		}
+	}
 	data := urlData{Stage: in.Stage, Namespace: in.Namespace, Environment: in.Environment, Service: in.Service,
 		Version: in.Version, Digest: in.Digest, Phase: string(in.Phase)}
 	// Only URLs with an action are templates, so a literal URL is never misread.

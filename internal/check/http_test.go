@@ -84,22 +84,52 @@ func TestHTTPCheck(t *testing.T) {
 			wantMessage:  []string{"answered 200, want 204"},
 		},
 		{
-			name:    "body gjson path matches",
-			handler: func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, healthy)(w, r) },
-			http: v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{
-				Key: `checks.#(name=="db").status`, Value: "up"}},
+			name:         "body gjson path matches",
+			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, healthy)(w, r) },
+			http:         v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{Key: "checks.0.status", Value: "up"}},
 			wantPassed:   true,
 			wantAttempts: 1,
-			wantMessage:  []string{`checks.#(name=="db").status = "up"`},
+			wantMessage:  []string{`checks.0.status = "up"`},
 		},
 		{
-			name:    "body gjson path reads another value",
-			handler: func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, healthy)(w, r) },
-			http: v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{
-				Key: `checks.#(name=="cache").status`, Value: "up"}},
+			name:         "body gjson path reads another value",
+			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, healthy)(w, r) },
+			http:         v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{Key: "checks.1.status", Value: "up"}},
 			wantAttempts: 1,
-			wantMessage:  []string{`check "smoke" failed`, `its body's "checks.#(name==\"cache\").status" is not "up"`},
+			wantMessage:  []string{`check "smoke" failed`, `its body's "checks.1.status" is not "up"`},
 			noMessage:    []string{"down"},
+		},
+		{
+			name: "body gjson path with an escaped dot",
+			handler: func(_ int64, w http.ResponseWriter, r *http.Request) {
+				answer(200, `{"app.kubernetes.io/version":"1.4.2"}`)(w, r)
+			},
+			http:         v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{Key: `app\.kubernetes\.io/version`, Value: "1.4.2"}},
+			wantPassed:   true,
+			wantAttempts: 1,
+		},
+		{
+			// A query could test a secret a character at a time ("missing" or "different").
+			name:         "body gjson query is not run",
+			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, `{"token":"s3cret"}`)(w, r) },
+			http:         v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{Key: `..#(token%"s*")`, Value: "s3cret"}},
+			retries:      3,
+			wantAttempts: 0,
+			wantMessage:  []string{`check "smoke" cannot run: body.key "..#(token%\"s*\")" is not allowed`, "empty key", "use a plain path"},
+		},
+		{
+			name:         "body gjson query on a key is not run",
+			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, healthy)(w, r) },
+			http:         v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{Key: `checks.#(name=="db").status`, Value: "up"}},
+			wantAttempts: 0,
+			wantMessage:  []string{`body.key "checks.#(name==\"db\").status" is not allowed: it has a query (#(...)) at position 8`, "checks.0.status"},
+		},
+		{
+			name:         "body gjson modifier is not run",
+			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, `{"token":"s3cret"}`)(w, r) },
+			http:         v1alpha1.HTTPCheck{URL: "/health", Body: &v1alpha1.FieldMatch{Key: `@this.token`, Value: "s3cret"}},
+			wantAttempts: 0,
+			wantMessage:  []string{`body.key "@this.token" is not allowed: it has a modifier (@) at position 1`},
 		},
 		{
 			name:         "body gjson path missing",
@@ -323,7 +353,7 @@ func BenchmarkHTTPCheckBodyMatch(b *testing.B) {
 	srv := httptest.NewServer(answer(200, `{"status":"ok","checks":[{"name":"db","status":"up"}]}`))
 	b.Cleanup(srv.Close)
 	c := v1alpha1.Check{Name: "smoke", HTTP: &v1alpha1.HTTPCheck{URL: srv.URL + "/v/{{.Version}}",
-		Body: &v1alpha1.FieldMatch{Key: `checks.#(name=="db").status`, Value: "up"}}}
+		Body: &v1alpha1.FieldMatch{Key: "checks.0.status", Value: "up"}}}
 	r := &Runner{HTTPClient: srv.Client(), AllowInternalTargets: true}
 	in := testInput()
 	for b.Loop() {

@@ -50,8 +50,9 @@ type Runner struct {
 	// HTTPClient makes the HTTP checks' requests (tests); when nil, a client whose every
 	// connection passes the target guard (each attempt has its own deadline).
 	HTTPClient *http.Client
-	// AllowInternalTargets lets HTTP checks call loopback, link-local and unspecified
-	// addresses and cluster-internal names (the controller's --allow-internal-check-targets).
+	// AllowInternalTargets lets HTTP checks call private, shared, loopback, link-local and the
+	// other special-purpose addresses, and cluster-internal names (the controller's
+	// --allow-internal-check-targets).
 	AllowInternalTargets bool
 	// PluginDenyRead lists the hierarchies no plugin may read (with Landlock, where the kernel
 	// has it); DefaultPluginDenyRead when nil. Tests deny a temporary directory instead.

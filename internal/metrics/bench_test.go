@@ -122,3 +122,9 @@ func BenchmarkScrape(b *testing.B) {
 		})
 	}
 }
+
+// labelsOf is the label set of a Stage's event series.
+func labelsOf(s *stagecoachv1.Stage) prometheus.Labels {
+	return prometheus.Labels{LabelNamespace: s.Namespace, LabelStage: s.Name, LabelService: s.Spec.Service,
+		LabelEnvironment: s.Spec.Environment}
+}

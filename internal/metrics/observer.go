@@ -23,11 +23,6 @@ type Observer struct {
 	Vectors   *Vectors
 }
 
-func labelsOf(s *stagecoachv1.Stage) prometheus.Labels {
-	return prometheus.Labels{LabelNamespace: s.Namespace, LabelStage: s.Name, LabelService: s.Spec.Service,
-		LabelEnvironment: s.Spec.Environment}
-}
-
 func with(l prometheus.Labels, kv ...string) prometheus.Labels {
 	out := make(prometheus.Labels, len(l)+len(kv)/2)
 	for k, v := range l {
@@ -58,7 +53,9 @@ func (o *Observer) Landed(ctx context.Context, p *stagecoachv1.Promotion, seenAt
 		return client.IgnoreNotFound(err)
 	}
 	if at, ok := EngineSignalAt(obj); ok {
-		o.Vectors.EngineReaction.With(labelsOf(stage)).Observe(max(seenAt.Sub(at), 0).Seconds())
+		o.Vectors.observe(stage, func(l prometheus.Labels) {
+			o.Vectors.EngineReaction.With(l).Observe(max(seenAt.Sub(at), 0).Seconds())
+		})
 	}
 	return nil
 }
@@ -70,12 +67,16 @@ func (o *Observer) Finished(ctx context.Context, p *stagecoachv1.Promotion) erro
 	if err != nil || stage == nil {
 		return err // a Promotion of a deleted Stage: its series are gone with it
 	}
-	l := labelsOf(stage)
 	action := p.Spec.Action
 	if action == "" {
 		action = stagecoachv1.ActionPromote
 	}
-	o.Vectors.Promotions.With(with(l, LabelAction, string(action), LabelResult, string(p.Status.Phase))).Inc()
+	if !observable(action, p.Status.Phase) {
+		return nil // not a final phase, or an action the CRD does not know: no series of its own
+	}
+	o.Vectors.observe(stage, func(l prometheus.Labels) {
+		o.Vectors.Promotions.With(with(l, LabelAction, string(action), LabelResult, string(p.Status.Phase))).Inc()
+	})
 	stages, promotions, err := o.pipeline(ctx, stage)
 	if err != nil {
 		return err
@@ -86,29 +87,40 @@ func (o *Observer) Finished(ctx context.Context, p *stagecoachv1.Promotion) erro
 			promotions[i] = *p
 		}
 	}
-	for phase, d := range PhaseDurations(stage, promotions, p) {
-		o.Vectors.PhaseDuration.With(with(l, LabelPhase, phase)).Observe(d.Seconds())
-	}
-	if dora.IsChange(p) {
-		o.Vectors.Changes.With(l).Inc()
-		if dora.IsFailure(p) {
-			o.Vectors.ChangeFailures.With(l).Inc()
-		}
-	}
+	durations := PhaseDurations(stage, promotions, p)
+	leadTime, hasLeadTime := time.Duration(0), false
 	if dora.IsDeployment(p) {
-		o.Vectors.Deployments.With(l).Inc()
-		if d, ok := dora.LeadTime(dora.Chain(stages, stage), promotions, p); ok {
-			o.Vectors.LeadTime.With(l).Observe(d.Seconds())
+		leadTime, hasLeadTime = dora.LeadTime(dora.Chain(stages, stage), promotions, p)
+	}
+	restoreStart, restored := dora.RestoreStart(promotions, p)
+	o.Vectors.observe(stage, func(l prometheus.Labels) {
+		for phase, d := range durations {
+			o.Vectors.PhaseDuration.With(with(l, LabelPhase, phase)).Observe(d.Seconds())
 		}
-	}
-	if start, ok := dora.RestoreStart(promotions, p); ok {
-		o.Vectors.TimeToRestore.With(l).Observe(p.Status.VerifiedAt.Sub(start).Seconds())
-	}
+		if dora.IsChange(p) {
+			o.Vectors.Changes.With(l).Inc()
+			if dora.IsFailure(p) {
+				o.Vectors.ChangeFailures.With(l).Inc()
+			}
+		}
+		if dora.IsDeployment(p) {
+			o.Vectors.Deployments.With(l).Inc()
+			if hasLeadTime {
+				o.Vectors.LeadTime.With(l).Observe(leadTime.Seconds())
+			}
+		}
+		if restored {
+			o.Vectors.TimeToRestore.With(l).Observe(p.Status.VerifiedAt.Sub(restoreStart).Seconds())
+		}
+	})
 	return nil
 }
 
 // Forget removes a deleted Stage's series.
 func (o *Observer) Forget(namespace, stage string) { o.Vectors.Forget(namespace, stage) }
+
+// Follow keeps the Stage's series at its current service and environment (Vectors.Follow).
+func (o *Observer) Follow(stage *stagecoachv1.Stage) { o.Vectors.Follow(stage) }
 
 func (o *Observer) stage(ctx context.Context, namespace, name string) (*stagecoachv1.Stage, error) {
 	stage := &stagecoachv1.Stage{}

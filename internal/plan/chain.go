@@ -26,8 +26,9 @@ type GateInputs struct {
 	Signature *SignatureVerdict
 	// Approvals are the Stage's Approvals (of any digest).
 	Approvals []stagecoachv1.Approval
-	// Promoters asked for Digest by hand, here or upstream: they cannot approve it.
-	Promoters []string
+	// Promoters asked for Digest by hand, here or anywhere up the upstream chain: they cannot
+	// approve it.
+	Promoters []Promoter
 	// Dependencies are the Stages spec.dependsOn names, by key, read live; a missing key is a
 	// missing Stage.
 	Dependencies map[types.NamespacedName]Dependency

@@ -117,7 +117,7 @@ func TestApprovalBlock(t *testing.T) {
 		name      string
 		stage     *stagecoachv1.Stage
 		approvals []stagecoachv1.Approval
-		promoters []string
+		promoters []Promoter
 		blocked   bool
 		message   []string
 	}{
@@ -135,9 +135,21 @@ func TestApprovalBlock(t *testing.T) {
 		{name: "outside the groups does not count", stage: prod(1, "release"), approvals: []stagecoachv1.Approval{approval("alice", d1, "dev")},
 			blocked: true, message: []string{"0 of 1", "from members of release", "alice approved without naming one of those groups"}},
 		{name: "the promoter does not count", stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d1)},
-			promoters: []string{"alice"}, blocked: true, message: []string{"0 of 1", "alice promoted this version and cannot approve it"}},
+			promoters: []Promoter{promoter("alice", "shop", "prod")}, blocked: true,
+			message: []string{"0 of 1", "alice promoted this version by hand in shop/prod and cannot approve it"}},
 		{name: "someone else besides the promoter", stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d1), approval("bob", d1)},
-			promoters: []string{"alice"}},
+			promoters: []Promoter{promoter("alice", "shop", "prod")}},
+		{name: "a hand promoter two Stages up does not count, and the message says where she promoted",
+			stage: prod(1), approvals: []stagecoachv1.Approval{approval("alice", d1)},
+			promoters: []Promoter{promoter("alice", "dev", "payments-dev")}, blocked: true,
+			message: []string{"0 of 1", "alice promoted this version by hand in dev/payments-dev and cannot approve it"}},
+		{name: "every Stage she promoted it in is named, each promoter on her own",
+			stage: prod(2), blocked: true, approvals: []stagecoachv1.Approval{approval("bob", d1), approval("alice", d1), approval("carol", d1)},
+			promoters: []Promoter{promoter("bob", "shop", "staging"), promoter("alice", "shop", "staging"), promoter("alice", "dev", "payments-dev")},
+			message: []string{"1 of 2",
+				"; alice promoted this version by hand in dev/payments-dev, shop/staging and cannot approve it; bob promoted this version by hand in shop/staging and cannot approve it"}},
+		{name: "a promoter who did not approve is not named", stage: prod(1), promoters: []Promoter{promoter("alice", "dev", "payments-dev")},
+			blocked: true, message: []string{"0 of 1 approvals for " + d1 + "$"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -149,10 +161,18 @@ func TestApprovalBlock(t *testing.T) {
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Gate).To(Equal(stagecoachv1.GateApprovals))
 			for _, m := range tc.message {
+				if strings.HasSuffix(m, "$") {
+					g.Expect(b.Message).To(HaveSuffix(strings.TrimSuffix(m, "$")))
+					continue
+				}
 				g.Expect(b.Message).To(ContainSubstring(m))
 			}
 		})
 	}
+}
+
+func promoter(name, namespace, stage string) Promoter {
+	return Promoter{Name: name, Stage: types.NamespacedName{Namespace: namespace, Name: stage}}
 }
 
 func TestPromoters(t *testing.T) {
@@ -167,11 +187,20 @@ func TestPromoters(t *testing.T) {
 	rollback := promo("d", 3, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionRollback, false)
 	rollback.Spec.RequestedBy = "carol"
 	controller := "system:serviceaccount:stagecoach-system:stagecoach-controller"
-	g.Expect(Promoters(d1, []stagecoachv1.Promotion{byHand, auto, otherDigest, rollback, byHand}, controller)).To(Equal([]string{"alice"}))
+	for _, p := range []*stagecoachv1.Promotion{&byHand, &auto, &otherDigest, &rollback} {
+		p.Namespace, p.Spec.Stage = "shop", "staging"
+	}
+	g.Expect(Promoters(d1, []stagecoachv1.Promotion{byHand, auto, otherDigest, rollback, byHand}, controller)).To(Equal([]Promoter{promoter("alice", "shop", "staging")}))
 	// A label does not make a person's Promotion automation's.
 	labelled := promo("e", 4, stagecoachv1.PhaseSucceeded, stagecoachv1.ActionPromote, true)
+	labelled.Namespace, labelled.Spec.Stage = "shop", "staging"
 	labelled.Spec.RequestedBy = "mallory"
-	g.Expect(Promoters(d1, []stagecoachv1.Promotion{labelled, auto}, controller)).To(Equal([]string{"mallory"}))
+	g.Expect(Promoters(d1, []stagecoachv1.Promotion{labelled, auto}, controller)).To(Equal([]Promoter{promoter("mallory", "shop", "staging")}))
+	// The same person promoting in two Stages is named for each.
+	elsewhere := byHand
+	elsewhere.Namespace, elsewhere.Spec.Stage = "dev", "payments-dev"
+	g.Expect(Promoters(d1, []stagecoachv1.Promotion{byHand, elsewhere}, controller)).To(Equal(
+		[]Promoter{promoter("alice", "shop", "staging"), promoter("alice", "dev", "payments-dev")}))
 }
 
 func TestDependsOnBlocks(t *testing.T) {

@@ -18,6 +18,7 @@ const (
 	PolicyFluxHelmRelease    = "flux-helmrelease-guard.stagecoach.dev"
 	PolicyPromotionRequester = "promotion-requester-guard.stagecoach.dev"
 	PolicyApproval           = "approval-guard.stagecoach.dev"
+	PolicyStageAuthor        = "stage-author-guard.stagecoach.dev"
 )
 
 // applierPolicies are the guards of each built-in applier kind.
@@ -31,10 +32,11 @@ var applierPolicies = map[string][]string{
 
 // GuardPolicies are the policies a Stage relies on: its applier's guard, the requester guard
 // (the approvals gate trusts spec.requestedBy) and, when it asks for approvals, the Approval
-// guard. None for a kind no policy guards.
+// guard. A kind no policy guards relies on the author guard: the controller writes it as
+// spec.author, which only that policy makes the Stage's real author.
 func GuardPolicies(stage *stagecoachv1.Stage) []string {
 	if !stage.Spec.ApplyRef.Builtin() {
-		return nil
+		return []string{PolicyStageAuthor}
 	}
 	guards, ok := applierPolicies[stage.Spec.ApplyRef.Kind]
 	if !ok {
@@ -68,8 +70,12 @@ func Guarded(stage *stagecoachv1.Stage, enforced map[string]bool) *metav1.Condit
 	if len(missing) > 1 {
 		what, verb = "admission policies", "are"
 	}
+	risk := fmt.Sprintf("anyone who may edit %s '%s/%s' can change what it runs", stage.Spec.ApplyRef.Kind, stage.Namespace, stage.Spec.ApplyRef.Name)
+	if !stage.Spec.ApplyRef.Builtin() {
+		risk = fmt.Sprintf("anyone who may write Stage '%s/%s' can name an author whose rights the controller writes %s '%s' with",
+			stage.Namespace, stage.Name, stage.Spec.ApplyRef.Kind, stage.Spec.ApplyRef.Name)
+	}
 	return &metav1.Condition{Type: stagecoachv1.ConditionGuarded, Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonPoliciesMissing,
-		Message: fmt.Sprintf("%s %s %s not installed and bound to deny: anyone who may edit %s '%s/%s' can change what it runs; "+
-			"install manifests/policies (or the Helm chart with policies.enabled)",
-			what, strings.Join(missing, ", "), verb, stage.Spec.ApplyRef.Kind, stage.Namespace, stage.Spec.ApplyRef.Name)}
+		Message: fmt.Sprintf("%s %s %s not installed and bound to deny: %s; install manifests/policies (or the Helm chart with policies.enabled)",
+			what, strings.Join(missing, ", "), verb, risk)}
 }

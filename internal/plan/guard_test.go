@@ -19,7 +19,7 @@ func TestGuarded(t *testing.T) {
 		return s
 	}
 	all := map[string]bool{PolicyApplication: true, PolicyApplicationSet: true, PolicyPromotionRequester: true, PolicyApproval: true,
-		PolicyFluxOCIRepository: true, PolicyFluxKustomization: true, PolicyFluxHelmRelease: true}
+		PolicyFluxOCIRepository: true, PolicyFluxKustomization: true, PolicyFluxHelmRelease: true, PolicyStageAuthor: true}
 	without := func(names ...string) map[string]bool {
 		m := map[string]bool{}
 		for k, v := range all {
@@ -54,7 +54,11 @@ func TestGuarded(t *testing.T) {
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled},
 		{name: "Kustomization", stage: stage("Kustomization", false), enforced: without(PolicyFluxKustomization),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing, wantMessage: "flux-kustomization-guard.stagecoach.dev"},
-		{name: "any other kind: no policy guards it", stage: stage("Widget", false), enforced: all, wantNil: true},
+		{name: "any other kind relies on the author guard", stage: stage("Widget", false), enforced: all,
+			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled, wantMessage: "admission policies stage-author-guard.stagecoach.dev deny"},
+		{name: "any other kind without the author guard", stage: stage("Widget", false), enforced: without(PolicyStageAuthor),
+			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
+			wantMessage: "admission policy stage-author-guard.stagecoach.dev is not installed and bound to deny: anyone who may write Stage 'shop/"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

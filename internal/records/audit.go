@@ -43,8 +43,13 @@ type Audit struct {
 
 // AuditStream reads every record of stream and reports each one and every break in signatures
 // or chain; unlike a follower's read it does not stop at the first. Only registry trouble is an
-// error. A record that decodes is shown even when no trusted key signed it, and the chain is
-// checked across it, so one forgery shows as one break, not as every record after it.
+// error. A record that decodes is shown even when no trusted key signed it.
+//
+// A trusted record must name the newest trusted record before it (what the recorder does when it
+// writes past tags it did not sign, and what a follower checks), or the record right before it
+// (a record chained to one that no longer verifies, so that one forgery shows as one break, not
+// as every record after it). Missing seqs are reported as one break per run of them, which also
+// stands for any chain break right after them.
 func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream string) (*Audit, error) {
 	if err := ValidateStream(stream); err != nil {
 		return nil, err
@@ -59,38 +64,38 @@ func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream str
 			Message: fmt.Sprintf("%s holds no record of stream %q; check the repository and the stream id (the upstream Stage's status.stream.id)", store.Repository(), stream)})
 		return out, nil
 	}
+	// Only the tags present are read: a tag pushed at a far seq is one entry, not a walk to it.
 	order := sortedSeqs(seqs)
-	top := order[len(order)-1]
-	tags := make([]string, 0, top)
-	for s := int64(1); s <= top; s++ {
-		tags = append(tags, seqs[s])
-	}
-	present := make([]string, 0, len(order))
-	for _, t := range tags {
-		if t != "" {
-			present = append(present, t)
-		}
+	present := make([]string, len(order))
+	for i, s := range order {
+		present[i] = seqs[s]
 	}
 	arts, err := store.fetchAll(ctx, present)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read records of stream %q: %w", stream, err)
 	}
-	byTag := make(map[string]*artifact, len(arts))
+	repository := store.Repository()
+	trustedDigest := "" // the newest trusted record so far
+	trustedSeq := int64(0)
+	prevDigest := ""  // the record right before, trusted or not
+	prevKnown := true // whether prevDigest is the record right before (false after a missing one)
+	last := int64(0)
 	for i, a := range arts {
-		byTag[present[i]] = a
-	}
-	prevDigest := ""
-	prevKnown := true // whether prevDigest is the real record before (false after a missing one)
-	for s := int64(1); s <= top; s++ {
-		tag := seqs[s]
-		a := byTag[tag]
-		if tag == "" || a == nil {
-			out.Breaks = append(out.Breaks, Break{Seq: s, Kind: BreakMissing, Message: fmt.Sprintf("record %d is missing", s)})
-			prevKnown = false
-			continue
+		s := order[i]
+		if a == nil {
+			continue // gone while read: reported as missing below, with the seqs around it
 		}
-		e := Entry{Seq: s, Ref: store.Ref(tag)}
-		rec, digest, key, why := verifyArtifact(tc, stream, s, a)
+		if s > last+1 {
+			what := fmt.Sprintf("record %d is missing", last+1)
+			if s > last+2 {
+				what = fmt.Sprintf("records %d to %d are missing", last+1, s-1)
+			}
+			out.Breaks = append(out.Breaks, Break{Seq: last + 1, Kind: BreakMissing, Message: what})
+			prevKnown = false
+		}
+		last = s
+		e := Entry{Seq: s, Ref: store.Ref(present[i])}
+		rec, digest, key, why := verifyArtifact(tc, repository, stream, s, a)
 		e.Digest, e.Key, e.Record, e.OK = digest, key, rec, rec != nil
 		if rec == nil {
 			kind := BreakSignature
@@ -98,17 +103,25 @@ func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream str
 				kind = BreakMalformed
 			}
 			out.Breaks = append(out.Breaks, Break{Seq: s, Kind: kind, Message: fmt.Sprintf("record %d: %s", s, why)})
-			// Show and chain what decodes, trusted or not.
+			// Show what decodes, trusted or not.
 			if a.Bytes != nil {
 				if r, err := Decode(a.Bytes); err == nil && r.Stream == stream && r.Seq == s {
 					e.Record = r
 				}
 			}
 		}
-		if e.Record != nil && prevKnown && e.Record.Prev != prevDigest {
-			out.Breaks = append(out.Breaks, Break{Seq: s, Kind: BreakChain,
-				Message: fmt.Sprintf("record %d names %q as the record before it, but record %d is %q", s, e.Record.Prev, s-1, prevDigest)})
-			e.OK = false
+		if rec != nil {
+			// Right after missing records, what they were is unknown: their break says it.
+			if prevKnown && rec.Prev != trustedDigest && rec.Prev != prevDigest {
+				before := "no trusted record is before it"
+				if trustedSeq > 0 {
+					before = fmt.Sprintf("the newest trusted record before it is record %d (%q)", trustedSeq, trustedDigest)
+				}
+				out.Breaks = append(out.Breaks, Break{Seq: s, Kind: BreakChain,
+					Message: fmt.Sprintf("record %d names %q as the record before it, but %s", s, rec.Prev, before)})
+				e.OK = false
+			}
+			trustedDigest, trustedSeq = digest, s
 		}
 		prevDigest, prevKnown = digest, a.Bytes != nil
 		out.Entries = append(out.Entries, e)

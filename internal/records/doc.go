@@ -8,6 +8,12 @@
 // comment on the artifact layout in oci.go for why). Nothing needs the OCI referrers API, and every
 // record is tagged, so garbage collection keeps it.
 //
+// Anyone who can push to the repository can put anything at any tag. So the chain runs through
+// signed records only: the recorder writes past a tag holding nothing it signed (Writer.Write),
+// and a follower skips (and counts) what no key its trust config binds to the stream in that
+// repository signed. A signed record removed or replaced still breaks the chain; only the newest
+// records can be withheld, which status.upstreamSeen and spec.source.upstreamRecords.maxAge bound.
+//
 //	w := records.NewWriter(store, signer)            // the recorder, upstream
 //	written, err := w.Write(ctx, rec)                // exactly once per seq
 //

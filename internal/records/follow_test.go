@@ -1,11 +1,15 @@
 package records
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	. "github.com/onsi/gomega"
 
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
+	"github.com/stagecoach-dev/stagecoach/internal/records/trust"
 )
 
 // TestFollowOffersWhatUpstreamVerified: what the follower rebuilds from the records.
@@ -124,8 +128,8 @@ func TestFollowIsIncremental(t *testing.T) {
 	g.Expect(reg.getsOf(Tag(testStream, 5))).To(Equal(1))
 }
 
-// TestFollowSkipsUntrusted: records no trusted key signed are skipped and counted; a trusted
-// record after one is a gap.
+// TestFollowSkipsUntrusted: records no trusted key signed are skipped and counted, wherever they
+// are; the chain of trusted records still decides, so a trusted record removed or replaced is a gap.
 func TestFollowSkipsUntrusted(t *testing.T) {
 	oldKey, _, evil := cosignKeys(t)
 	tc := func(t *testing.T) *Follower {
@@ -147,9 +151,91 @@ func TestFollowSkipsUntrusted(t *testing.T) {
 		g.Expect(offered(v)).To(Equal([]string{digestOf('a')}))
 		g.Expect(v.Skipped).To(Equal(2))
 		g.Expect(v.Head.Seq).To(Equal(int64(2)))
-		// The real recorder cannot write over them: that is a conflict, never an overwrite.
-		_, err = up.w.Write(t.Context(), up.record(ActionPromote, VerdictStarted, digestOf('b')))
-		g.Expect(err).To(MatchError(ErrConflict))
+		// The real recorder neither writes over them nor stops at them: its next record goes past
+		// them, chained to its own record 2, and the follower follows it.
+		w, err := up.w.Write(t.Context(), up.record(ActionPromote, VerdictSucceeded, digestOf('b')))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(w.Seq).To(Equal(int64(5)))
+		seen := v.Head
+		v, err = f.Read(t.Context(), testStream, v, &seen)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(v.Head).To(Equal(Seen{Seq: 5, Digest: w.Digest}))
+		g.Expect(v.Skipped).To(Equal(2), "the forged records are still counted")
+	})
+	t.Run("untrusted records before a trusted record that chains past them are skipped", func(t *testing.T) {
+		g := NewWithT(t)
+		reg := newRegistry(t)
+		up := newUpstream(t, reg.store(t), oldKey, testStream)
+		up.release(digestOf('a'))
+		forger := newUpstream(t, reg.store(t), evil, testStream)
+		forger.seq, forger.head = up.seq, up.head
+		forger.add(ActionRollback, VerdictRolledBack, digestOf('a')) // 3
+		reg.pushJunk(t, Tag(testStream, 4))
+		up.seq = 4                // the recorder moved past both; prev stays its own record 2
+		up.release(digestOf('b')) // 5, 6
+		f := tc(t)
+		f.Store = reg.store(t)
+		v, err := f.Read(t.Context(), testStream, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(v.Head).To(Equal(Seen{Seq: 6, Digest: up.head}))
+		g.Expect(offered(v)).To(Equal([]string{digestOf('b'), digestOf('a')}), "the forged rollback excludes nothing")
+		g.Expect(v.Skipped).To(Equal(2))
+	})
+	t.Run("junk far ahead is no gap", func(t *testing.T) {
+		g := NewWithT(t)
+		reg := newRegistry(t)
+		up := newUpstream(t, reg.store(t), oldKey, testStream)
+		up.release(digestOf('a'))
+		reg.pushJunk(t, Tag(testStream, 1<<62))
+		f := tc(t)
+		f.Store = reg.store(t)
+		v, err := f.Read(t.Context(), testStream, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(v.Head.Seq).To(Equal(int64(2)))
+		g.Expect(v.Skipped).To(Equal(1))
+	})
+	t.Run("a trusted record replaced by junk is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		reg := newRegistry(t)
+		up := newUpstream(t, reg.store(t), oldKey, testStream)
+		up.release(digestOf('a'))
+		up.add(ActionRollback, VerdictRolledBack, digestOf('a')) // 3: the failure someone wants hidden
+		up.release(digestOf('b'))
+		reg.deleteTag(t, Tag(testStream, 3))
+		reg.pushJunk(t, Tag(testStream, 3))
+		f := tc(t)
+		f.Store = reg.store(t)
+		_, err := f.Read(t.Context(), testStream, nil, nil)
+		g.Expect(err).To(MatchError(ErrGap))
+		g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
+		g.Expect(err).To(MatchError(ContainSubstring("record 4 after it names")))
+	})
+	t.Run("junk removed below what was read is no removal", func(t *testing.T) {
+		g := NewWithT(t)
+		reg := newRegistry(t)
+		up := newUpstream(t, reg.store(t), oldKey, testStream)
+		up.release(digestOf('a'))
+		reg.pushJunk(t, Tag(testStream, 3))
+		up.seq = 3
+		up.release(digestOf('b')) // 4, 5
+		f := tc(t)
+		f.Store = reg.store(t)
+		v, err := f.Read(t.Context(), testStream, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		seen := v.Head
+		g.Expect(seen.Seq).To(Equal(int64(5)))
+		// An operator cleans the junk up.
+		reg.deleteTag(t, Tag(testStream, 3))
+		_, err = f.Read(t.Context(), testStream, v, &seen)
+		g.Expect(err).NotTo(HaveOccurred(), "view kept")
+		_, err = f.Read(t.Context(), testStream, nil, &seen)
+		g.Expect(err).NotTo(HaveOccurred(), "follower restarted")
+		// A trusted record removed below it still is.
+		reg.deleteTag(t, Tag(testStream, 4))
+		_, err = f.Read(t.Context(), testStream, v, &seen)
+		g.Expect(err).To(MatchError(ErrRemoved))
+		_, err = f.Read(t.Context(), testStream, nil, &seen)
+		g.Expect(err).To(MatchError(ErrRemoved))
 	})
 	t.Run("a forged record before a trusted one is a gap", func(t *testing.T) {
 		g := NewWithT(t)
@@ -392,4 +478,69 @@ func TestFollowRefusesTruncatedTagList(t *testing.T) {
 	v, err := f.Read(t.Context(), testStream, nil, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v.Head.Seq).To(Equal(int64(4)))
+}
+
+// TestFollowBindsTrustToRepository: the recorder's signed records copied to another repository,
+// without the failure recorded last, are not trusted there: the key is bound to the stream in
+// the upstream's repository only.
+func TestFollowBindsTrustToRepository(t *testing.T) {
+	oldKey, _, _ := cosignKeys(t)
+	reg := newRegistry(t)
+	up := newUpstream(t, reg.store(t), oldKey, testStream)
+	up.release(digestOf('a'))
+	up.add(ActionRollback, VerdictRolledBack, digestOf('a'))
+	copyRepo := strings.TrimPrefix(reg.srv.URL, "http://") + "/someones/copy"
+	for seq := int64(1); seq <= 2; seq++ { // the rollback left out
+		src, err := name.NewTag(reg.repository() + ":" + Tag(testStream, seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := remote.Get(src, remote.WithContext(t.Context()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := name.NewTag(copyRepo + ":" + Tag(testStream, seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Put(dst, desc, remote.WithContext(t.Context())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upstreamOnly := trustOf(t, map[string]testKey{"staging": oldKey}, testStream)
+	cases := []struct {
+		name        string
+		repository  string
+		trust       *trust.Config
+		wantErr     string
+		wantOffered []string
+	}{
+		{name: "the upstream's repository", repository: reg.repository(), trust: upstreamOnly},
+		{name: "a copy elsewhere", repository: copyRepo, trust: upstreamOnly,
+			wantErr: "binds stream \"" + testStream + "\" to key(s) staging, but not in repository " + copyRepo},
+		{name: "a copy elsewhere that the config names", repository: copyRepo,
+			trust: trustIn(t, map[string]testKey{"staging": oldKey}, []string{copyRepo}, testStream), wantOffered: []string{digestOf('a')}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := Follower{Store: reg.storeIn(t, tc.repository), Trust: tc.trust}
+			v, err := f.Read(t.Context(), testStream, nil, nil)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ErrUntrusted))
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(offered(v)).To(Equal(tc.wantOffered))
+		})
+	}
+	t.Run("an audit of the copy trusts none of it", func(t *testing.T) {
+		g := NewWithT(t)
+		a, err := AuditStream(t.Context(), reg.storeIn(t, copyRepo), upstreamOnly, testStream)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, e := range a.Entries {
+			g.Expect(e.OK).To(BeFalse(), "record %d", e.Seq)
+		}
+	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -81,7 +82,13 @@ func (r *testRegistry) getsOf(tag string) int {
 
 func (r *testRegistry) store(t testing.TB) *Store {
 	t.Helper()
-	s, err := NewStore(r.repository(), ociclient.Options{
+	return r.storeIn(t, r.repository())
+}
+
+// storeIn is a store of another repository of the registry.
+func (r *testRegistry) storeIn(t testing.TB, repository string) *Store {
+	t.Helper()
+	s, err := NewStore(repository, ociclient.Options{
 		// One try: a down registry must fail the read at once, not after backoff.
 		Extra: []remote.Option{remote.WithRetryBackoff(remote.Backoff{Duration: time.Millisecond, Steps: 1})},
 	})
@@ -160,8 +167,18 @@ func cosignKeys(t testing.TB) (oldKey, newKey, evil testKey) {
 	return keys[0], keys[1], keys[2]
 }
 
-// trustOf is a trust config with one entry per key, each bound to patterns.
+// testRepositories matches the records repository of every test registry.
+const testRepositories = "127.0.0.1:*/delivery/streams"
+
+// trustOf is a trust config with one entry per key, each bound to patterns in the test
+// registries' records repository.
 func trustOf(t testing.TB, entries map[string]testKey, patterns ...string) *trust.Config {
+	t.Helper()
+	return trustIn(t, entries, []string{testRepositories}, patterns...)
+}
+
+// trustIn is a trust config with one entry per key, each bound to patterns in repositories.
+func trustIn(t testing.TB, entries map[string]testKey, repositories []string, patterns ...string) *trust.Config {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("keys:\n")
@@ -169,6 +186,10 @@ func trustOf(t testing.TB, entries map[string]testKey, patterns ...string) *trus
 		b.WriteString("- name: " + name + "\n  publicKey: |\n")
 		for _, l := range strings.Split(strings.TrimSpace(k.pub), "\n") {
 			b.WriteString("    " + l + "\n")
+		}
+		b.WriteString("  repositories:\n")
+		for _, r := range repositories {
+			b.WriteString("  - \"" + r + "\"\n")
 		}
 		b.WriteString("  streams:\n")
 		for _, p := range patterns {
@@ -234,4 +255,53 @@ func offered(v *View) []string {
 		out = append(out, o.Version.Digest)
 	}
 	return out
+}
+
+// pushJunk puts something that is not a record (a random image) under tag: what anyone with
+// push access to the repository can do.
+func (r *testRegistry) pushJunk(t testing.TB, tag string) {
+	t.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(r.repository() + ":" + tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("push junk %s: %v", ref, err)
+	}
+}
+
+// pushUnsigned puts a well-formed record artifact with no signature under the record's tag.
+func (r *testRegistry) pushUnsigned(t testing.TB, rec *Record) {
+	t.Helper()
+	b, err := Encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store(t).push(t.Context(), Tag(rec.Stream, rec.Seq), b, rec.Stream, rec.Seq, nil, ""); err != nil {
+		t.Fatalf("push unsigned record %d: %v", rec.Seq, err)
+	}
+}
+
+// copyTag puts the manifest under tag from under tag to as well (a replay).
+func (r *testRegistry) copyTag(t testing.TB, from, to string) {
+	t.Helper()
+	src, err := name.NewTag(r.repository() + ":" + from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(src, remote.WithContext(t.Context()))
+	if err != nil {
+		t.Fatalf("get %s: %v", src, err)
+	}
+	dst, err := name.NewTag(r.repository() + ":" + to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(dst, desc, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("put %s: %v", dst, err)
+	}
 }

@@ -18,7 +18,9 @@ var (
 	ErrRemoved = errors.New("upstream records were removed")
 	// ErrRewritten: another record holds the seq of the record the follower last read.
 	ErrRewritten = errors.New("upstream records were rewritten")
-	// ErrGap: a seq is missing, or a record no trusted key verifies sits before a trusted one.
+	// ErrGap: a trusted record names a record before it that is not the newest trusted record
+	// before it, and what lies between is missing or not signed by a trusted key: a trusted
+	// record was removed or replaced.
 	ErrGap = errors.New("upstream stream has a gap")
 	// ErrFork: a trusted record does not chain to the trusted record before it.
 	ErrFork = errors.New("upstream stream is forked")
@@ -55,9 +57,18 @@ type View struct {
 	Stream string
 	// Head is the newest trusted record folded in (zero before the first).
 	Head Seen
-	// Skipped counts records after Head that no trusted key signed (forgeries, or a key the trust
-	// config does not list); they are ignored and said in the Ready message.
+	// HeadRecorded is when the Head record says it was made (zero before the first): how fresh
+	// the stream is, as far as this follower can see.
+	HeadRecorded time.Time
+	// Skipped counts the records of the stream no trusted key signed (forgeries, junk, or a key
+	// the trust config does not list), before Head or after it; they are ignored and said in the
+	// Ready message.
 	Skipped int
+
+	// skippedBefore counts those before Head; holes are the seqs before Head that held no
+	// trusted record when read (skipped or absent), so that their removal later is no cut.
+	skippedBefore int
+	holes         []seqRange
 
 	headManifest string
 	promoted     map[string]bool
@@ -70,8 +81,18 @@ func NewView(stream string) *View {
 	return &View{Stream: stream, promoted: map[string]bool{}, offered: map[string]Offer{}, excluded: map[string]Exclusion{}}
 }
 
+// seqRange is the seqs from lo to hi, both included.
+type seqRange struct{ lo, hi int64 }
+
+// hole reports whether seq held no trusted record when the view read past it.
+func (v *View) hole(seq int64) bool {
+	i := sort.Search(len(v.holes), func(i int) bool { return v.holes[i].hi >= seq })
+	return i < len(v.holes) && v.holes[i].lo <= seq
+}
+
 func (v *View) clone() *View {
 	c := *v
+	c.holes = append([]seqRange(nil), v.holes...)
 	c.promoted = make(map[string]bool, len(v.promoted))
 	for k, x := range v.promoted {
 		c.promoted[k] = x
@@ -158,7 +179,11 @@ func (v *View) fold(r *Record, digest, manifest string) {
 	case ActionFreeze:
 		exclude(fmt.Sprintf("a freeze upstream names it as failed (record %d)", r.Seq))
 	}
+	if r.Seq > v.Head.Seq+1 {
+		v.holes = append(v.holes, seqRange{v.Head.Seq + 1, r.Seq - 1})
+	}
 	v.Head = Seen{Seq: r.Seq, Digest: digest}
+	v.HeadRecorded = r.Times.Recorded.Time
 	v.headManifest = manifest
 }
 
@@ -169,20 +194,28 @@ type Follower struct {
 }
 
 // Read extends view (nil: from the start of stream) with the records written since, verifying
-// each signature against the trust config and the hash chain, and checks that the record seen
-// (status.upstreamSeen; nil if none yet) is still there, unchanged. It returns the new view; on
-// error the given view is untouched.
+// each signature against the trust config (keys bound to the stream in this store's repository)
+// and the hash chain, and checks that the record seen (status.upstreamSeen; nil if none yet) is
+// still there, unchanged. It returns the new view; on error the given view is untouched.
 //
-// A record no trusted key signed is skipped and counted in View.Skipped — unless a trusted record
-// follows it, which is a gap. Each record is fetched and verified once: later reads start after
-// the view's head and check the head by its manifest digest alone.
+// A record no trusted key signed is skipped and counted in View.Skipped, wherever it is: anyone
+// with push access can put one at any tag, and the recorder writes past them. What keeps the
+// history whole is the chain of trusted records: each names the trusted record before it, so a
+// trusted record removed or replaced (by junk, a forgery, or nothing) breaks it at the next
+// trusted record — a gap, or a removal when it lies at or before the record seen. Only the
+// newest records can be withheld unnoticed, which status.upstreamSeen (against a cut after a
+// read) and spec.source.upstreamRecords.maxAge (against a stale mirror) bound.
+//
+// Each record is fetched and verified once: later reads start after the view's head and check
+// the head by its manifest digest alone. Only the tags present are read, so a tag pushed at a
+// far seq costs one fetch, not a walk to it.
 func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Seen) (*View, error) {
 	if err := ValidateStream(stream); err != nil {
 		return nil, err
 	}
-	if len(f.Trust.KeysFor(stream)) == 0 {
-		return nil, fmt.Errorf("%w: no key in the upstream trust config is bound to stream %q; add the upstream recorder's public key with a streams pattern matching it",
-			ErrUntrusted, stream)
+	repository := f.Store.Repository()
+	if err := f.Trust.Binds(repository, stream); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUntrusted, err)
 	}
 	if view == nil {
 		view = NewView(stream)
@@ -192,11 +225,12 @@ func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Se
 	}
 	seqs, err := f.Store.seqs(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("cannot list records of stream %q in %s: %w", stream, f.Store.Repository(), err)
+		return nil, fmt.Errorf("cannot list records of stream %q in %s: %w", stream, repository, err)
 	}
+	order := sortedSeqs(seqs)
 	top := int64(0)
-	if len(seqs) > 0 {
-		top = sortedSeqs(seqs)[len(seqs)-1]
+	if len(order) > 0 {
+		top = order[len(order)-1]
 	}
 	// Marks the follower relies on: what its status says it read, and what this view holds.
 	marks := []Seen{}
@@ -211,24 +245,24 @@ func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Se
 			return nil, fmt.Errorf("%w: stream %q ends at record %d, before record %d this Stage already read (status.upstreamSeen); "+
 				"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, stream, top, m.Seq)
 		}
+		if _, ok := seqs[m.Seq]; !ok {
+			return nil, fmt.Errorf("%w: record %d of stream %q, which this Stage already read, is gone; "+
+				"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, m.Seq, stream)
+		}
 	}
-	for s := int64(1); s <= top; s++ {
-		if _, ok := seqs[s]; ok {
+	// The trusted records this view folded are not read again: each must still be there. (A
+	// fresh view reads them, and the chain shows one that is gone.)
+	for s := int64(1); s < view.Head.Seq; s++ {
+		if _, ok := seqs[s]; ok || view.hole(s) {
 			continue
 		}
-		for _, m := range marks {
-			if s <= m.Seq {
-				return nil, fmt.Errorf("%w: record %d of stream %q is gone, at or before record %d this Stage already read; "+
-					"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, s, stream, m.Seq)
-			}
-		}
-		return nil, fmt.Errorf("%w: record %d of stream %q is missing while record %d exists", ErrGap, s, stream, top)
+		return nil, fmt.Errorf("%w: record %d of stream %q is gone, at or before record %d this Stage already read; "+
+			"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, s, stream, view.Head.Seq)
 	}
 	if seen != nil && seen.Seq > 0 && seen.Seq == view.Head.Seq && seen.Digest != view.Head.Digest {
 		return nil, rewritten(stream, *seen, view.Head.Digest, "")
 	}
 	next := view.clone()
-	next.Skipped = 0
 	// The view's head, already verified: unchanged if its manifest is.
 	if view.Head.Seq > 0 {
 		m, err := f.Store.head(ctx, seqs[view.Head.Seq])
@@ -250,42 +284,71 @@ func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Se
 			return nil, err
 		}
 	}
-	tags := make([]string, 0, top-view.Head.Seq)
-	for s := view.Head.Seq + 1; s <= top; s++ {
-		tags = append(tags, seqs[s])
+	after := order[sort.Search(len(order), func(i int) bool { return order[i] > view.Head.Seq }):]
+	tags := make([]string, len(after))
+	for i, s := range after {
+		tags[i] = seqs[s]
 	}
 	arts, err := f.Store.fetchAll(ctx, tags)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read records of stream %q: %w", stream, err)
 	}
-	firstSkipped := int64(0)
+	skipped := 0 // since next.Head
 	for i, a := range arts {
-		seq := view.Head.Seq + 1 + int64(i)
-		if a == nil {
-			return nil, fmt.Errorf("%w: record %d of stream %q disappeared while it was read; retry", ErrGap, seq, stream)
+		seq := after[i]
+		var rec *Record
+		digest, why := "", "it is gone"
+		if a != nil {
+			rec, digest, _, why = f.verify(repository, stream, seq, a)
 		}
-		rec, digest, _, why := f.verify(stream, seq, a)
 		if seen != nil && seen.Seq == seq && (rec == nil || digest != seen.Digest) {
+			if a == nil {
+				return nil, fmt.Errorf("%w: record %d of stream %q, which this Stage already read, is gone; "+
+					"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, seq, stream)
+			}
 			return nil, rewritten(stream, *seen, digest, why)
 		}
 		if rec == nil {
-			next.Skipped++
-			if firstSkipped == 0 {
-				firstSkipped = seq
+			if a != nil {
+				skipped++
 			}
 			continue
 		}
-		if firstSkipped != 0 {
-			return nil, fmt.Errorf("%w: record %d of stream %q is not signed by a trusted key but record %d after it is; "+
-				"a trusted record stopped verifying, or something else was pushed in its place", ErrGap, firstSkipped, stream, seq)
-		}
 		if rec.Prev != next.Head.Digest {
-			return nil, fmt.Errorf("%w: record %d of stream %q names %q as the record before it, but record %d is %q",
-				ErrFork, seq, stream, rec.Prev, next.Head.Seq, next.Head.Digest)
+			return nil, chainBroken(stream, rec, next.Head, seen)
 		}
+		next.skippedBefore += skipped
+		skipped = 0
 		next.fold(rec, digest, a.Manifest)
 	}
+	next.Skipped = next.skippedBefore + skipped
 	return next, nil
+}
+
+// chainBroken says why rec, a trusted record, does not follow head, the newest trusted record
+// before it.
+func chainBroken(stream string, rec *Record, head Seen, seen *Seen) error {
+	before := "the start of the stream"
+	if head.Seq > 0 {
+		before = fmt.Sprintf("record %d (%s)", head.Seq, head.Digest)
+	}
+	names := "no record before it"
+	if rec.Prev != "" {
+		names = rec.Prev + " as the record before it"
+	}
+	if rec.Seq == head.Seq+1 {
+		return fmt.Errorf("%w: record %d of stream %q names %s, but the record before it is %s",
+			ErrFork, rec.Seq, stream, names, before)
+	}
+	// Something between the two held a trusted record that is gone or no longer verifies.
+	first := head.Seq + 1
+	if seen != nil && first <= seen.Seq {
+		return fmt.Errorf("%w: record %d of stream %q is missing or not signed by a trusted key, and record %d after it names %s, not %s: "+
+			"a trusted record at or before record %d, which this Stage already read, was removed or replaced; "+
+			"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, first, stream, rec.Seq, names, before, seen.Seq)
+	}
+	return fmt.Errorf("%w: record %d of stream %q is missing or not signed by a trusted key, and record %d after it names %s, not %s: "+
+		"a trusted record was removed, or replaced by something no trusted key signed", ErrGap, first, stream, rec.Seq, names, before)
 }
 
 // checkAt checks that the trusted record at mark is still the one the follower read.
@@ -298,7 +361,7 @@ func (f *Follower) checkAt(ctx context.Context, stream string, seqs map[int64]st
 	if err != nil {
 		return fmt.Errorf("cannot read record %d of stream %q: %w", mark.Seq, stream, err)
 	}
-	rec, digest, _, why := f.verify(stream, mark.Seq, a)
+	rec, digest, _, why := f.verify(f.Store.Repository(), stream, mark.Seq, a)
 	if rec == nil || digest != mark.Digest {
 		return rewritten(stream, mark, digest, why)
 	}
@@ -316,18 +379,18 @@ func rewritten(stream string, mark Seen, digest, why string) error {
 
 // verify decodes and checks one artifact against the trust config. A nil record means it does
 // not count (why says why); key is the trusted key's name.
-func (f *Follower) verify(stream string, seq int64, a *artifact) (rec *Record, digest, key, why string) {
-	return verifyArtifact(f.Trust, stream, seq, a)
+func (f *Follower) verify(repository, stream string, seq int64, a *artifact) (rec *Record, digest, key, why string) {
+	return verifyArtifact(f.Trust, repository, stream, seq, a)
 }
 
-func verifyArtifact(tc *trust.Config, stream string, seq int64, a *artifact) (rec *Record, digest, key, why string) {
+func verifyArtifact(tc *trust.Config, repository, stream string, seq int64, a *artifact) (rec *Record, digest, key, why string) {
 	if a.Bytes != nil {
 		digest = Digest(a.Bytes)
 	}
 	if a.Problem != "" {
 		return nil, digest, "", a.Problem
 	}
-	key, ok := tc.Verify(stream, a.Bytes, a.Sig)
+	key, ok := tc.Verify(repository, stream, a.Bytes, a.Sig)
 	if !ok {
 		hint := ""
 		if a.KeyHint != "" {

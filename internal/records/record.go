@@ -72,7 +72,11 @@ type Record struct {
 	BreakGlass  *BreakGlass `json:"breakGlass,omitempty"`
 	Environment string      `json:"environment"`
 	Gates       []Gate      `json:"gates,omitempty"`
-	// Prev is the digest of the record at Seq-1; empty only for Seq 1.
+	// Prev is the digest of the record before this one that the recorder signed: the record at
+	// Seq-1, unless the recorder had to move past tags it did not sign (see Writer.Write); empty
+	// for the first record of the stream. The chain runs through signed records only, so what
+	// anyone with push access puts between them cannot break it, and a signed record removed or
+	// replaced still breaks it.
 	Prev string `json:"prev,omitempty"`
 	// Restored is the version a rollback went back to.
 	Restored *Version `json:"restored,omitempty"`
@@ -243,8 +247,9 @@ func (r *Record) Validate() error {
 	switch {
 	case r.Seq == 1 && r.Prev != "":
 		return errors.New("record seq 1 has a prev digest: the first record of a stream has none")
-	case r.Seq > 1 && !digestRE.MatchString(r.Prev):
-		return fmt.Errorf("record seq %d: prev %q must be the sha256 digest of record %d", r.Seq, r.Prev, r.Seq-1)
+	case r.Prev != "" && !digestRE.MatchString(r.Prev):
+		// Empty after seq 1 is allowed: the first record written past junk at seq 1.
+		return fmt.Errorf("record seq %d: prev %q must be the sha256 digest of the record before it", r.Seq, r.Prev)
 	}
 	if r.Stage.Name == "" || r.Stage.Namespace == "" || r.Service == "" || r.Environment == "" {
 		return fmt.Errorf("record seq %d: stage namespace and name, service and environment are required", r.Seq)

@@ -83,7 +83,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{name: "bad action", in: strings.Replace(s, `"action":"Promote"`, `"action":"Delete"`, 1), wantErr: `unknown action "Delete"`},
 		{name: "verdict not allowed", in: strings.Replace(s, `"verdict":"Succeeded"`, `"verdict":"Verified"`, 1), wantErr: `cannot have verdict "Verified"`},
 		{name: "bad digest", in: strings.Replace(s, digestA, "sha256:XYZ", 1), wantErr: "is not sha256:<64 hex>"},
-		{name: "no prev after seq 1", in: strings.Replace(s, `"prev":"`+digestB+`",`, "", 1), wantErr: "prev"},
+		{name: "prev not a digest", in: strings.Replace(s, `"prev":"`+digestB+`"`, `"prev":"record-1"`, 1), wantErr: `prev "record-1" must be the sha256 digest`},
 		{name: "bad stream", in: strings.Replace(s, testStream, "staging/payments", 1), wantErr: "is not <cluster>/<namespace>/<name>"},
 		{name: "break glass without reason", in: strings.Replace(s, `"hotfix <CVE> & co"`, `" "`, 1), wantErr: "needs a reason"},
 	}
@@ -105,6 +105,8 @@ func TestValidate(t *testing.T) {
 		{name: "seq 0", edit: func(r *Record) { r.Seq = 0 }, wantErr: "seqs start at 1"},
 		{name: "seq 1 with prev", edit: func(r *Record) { r.Seq = 1 }, wantErr: "has a prev digest"},
 		{name: "seq 1 without prev", edit: func(r *Record) { r.Seq, r.Prev = 1, "" }},
+		// The first record the recorder wrote past junk someone pushed at seq 1.
+		{name: "first record after seq 1", edit: func(r *Record) { r.Prev = "" }},
 		{name: "promote without version", edit: func(r *Record) { r.Version = nil }, wantErr: "needs a version"},
 		{name: "freeze without version", edit: func(r *Record) { r.Action, r.Verdict, r.Version = ActionFreeze, "", nil }},
 		{name: "freeze with verdict", edit: func(r *Record) { r.Action = ActionFreeze }, wantErr: "cannot have verdict"},
@@ -238,7 +240,7 @@ func TestLoadSigner(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			oldKey, _, _ := cosignKeys(t)
 			tc := trustOf(t, map[string]testKey{"staging": oldKey}, testStream)
-			name, ok := tc.Verify(testStream, msg, sig)
+			name, ok := tc.Verify("127.0.0.1:5000/delivery/streams", testStream, msg, sig)
 			g.Expect(ok).To(BeTrue())
 			g.Expect(name).To(Equal("staging"))
 		})

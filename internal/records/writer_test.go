@@ -138,6 +138,18 @@ func TestAuditStream(t *testing.T) {
 				rotated.seq, rotated.head = up.seq, up.head
 				rotated.release(digestOf('b'))
 			}},
+		{name: "junk the recorder wrote past", wantOK: 4, wantBreaks: []Break{{Seq: 3, Kind: BreakMalformed}},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				reg.pushJunk(t, Tag(testStream, 3))
+				up.release(digestOf('b')) // at 4 and 5, chained to record 2
+			}},
+		{name: "junk far ahead: one break for the seqs before it", wantOK: 2,
+			wantBreaks: []Break{{Seq: 3, Kind: BreakMissing}, {Seq: 1 << 40, Kind: BreakMalformed}},
+			build: func(t *testing.T, reg *testRegistry, up *upstream) {
+				up.release(digestOf('a'))
+				reg.pushJunk(t, Tag(testStream, 1<<40))
+			}},
 		{name: "empty stream", wantBreaks: []Break{{Kind: BreakEmpty}},
 			build: func(*testing.T, *testRegistry, *upstream) {}},
 	}
@@ -166,4 +178,110 @@ func TestAuditStream(t *testing.T) {
 			g.Expect(ok).To(Equal(tc.wantOK))
 		})
 	}
+}
+
+// TestWriterMovesPastUntrusted: whatever sits at the next seq without this recorder's signature
+// on a record of that seq (junk, an unsigned record, another key's record, a replayed copy of an
+// older record) cannot block the stream: the record goes to the next free seq, still chained to
+// the last record the recorder signed, and a follower follows it past what it skips.
+func TestWriterMovesPastUntrusted(t *testing.T) {
+	oldKey, _, evil := cosignKeys(t)
+	cases := []struct {
+		name string
+		// plant puts things in the stream after records 1-2 (a released version).
+		plant       func(t *testing.T, reg *testRegistry, up *upstream)
+		wantSeq     int64
+		wantSkipped int // records the follower skips
+	}{
+		{name: "junk that is not a record", wantSeq: 4, wantSkipped: 1,
+			plant: func(t *testing.T, reg *testRegistry, up *upstream) { reg.pushJunk(t, Tag(testStream, 3)) }},
+		{name: "a record without a signature", wantSeq: 4, wantSkipped: 1,
+			plant: func(t *testing.T, reg *testRegistry, up *upstream) {
+				reg.pushUnsigned(t, up.record(ActionVerify, VerdictFailed, digestOf('a')))
+			}},
+		{name: "a record signed by another key", wantSeq: 4, wantSkipped: 1,
+			plant: func(t *testing.T, reg *testRegistry, up *upstream) {
+				forger := newUpstream(t, reg.store(t), evil, testStream)
+				forger.seq, forger.head = up.seq, up.head
+				forger.add(ActionRollback, VerdictRolledBack, digestOf('a'))
+			}},
+		{name: "the recorder's own record 1 replayed at seq 3", wantSeq: 4, wantSkipped: 1,
+			plant: func(t *testing.T, reg *testRegistry, up *upstream) {
+				reg.copyTag(t, Tag(testStream, 1), Tag(testStream, 3))
+			}},
+		{name: "several in a row", wantSeq: 6, wantSkipped: 3,
+			plant: func(t *testing.T, reg *testRegistry, up *upstream) {
+				reg.pushJunk(t, Tag(testStream, 3))
+				forger := newUpstream(t, reg.store(t), evil, testStream)
+				forger.seq, forger.head = 3, up.head
+				forger.add(ActionPromote, VerdictSucceeded, digestOf('e'))
+				forger.add(ActionVerify, VerdictVerified, digestOf('e'))
+			}},
+		{name: "junk far ahead moves nothing and is no gap", wantSeq: 3, wantSkipped: 1,
+			plant: func(t *testing.T, reg *testRegistry, up *upstream) {
+				reg.pushJunk(t, Tag(testStream, 1_000_000_000_000))
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			reg := newRegistry(t)
+			up := newUpstream(t, reg.store(t), oldKey, testStream)
+			up.release(digestOf('a'))
+			signedHead := up.head
+			tc.plant(t, reg, up)
+
+			next := up.record(ActionPromote, VerdictSucceeded, digestOf('b'))
+			got, err := up.w.Write(t.Context(), next)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got.Seq).To(Equal(tc.wantSeq))
+			g.Expect(got.Existed).To(BeFalse())
+			g.Expect(got.Ref).To(HaveSuffix(Tag(testStream, tc.wantSeq)))
+			a, err := up.w.store.fetch(t.Context(), Tag(testStream, tc.wantSeq))
+			g.Expect(err).NotTo(HaveOccurred())
+			written, err := Decode(a.Bytes)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(written.Seq).To(Equal(tc.wantSeq))
+			g.Expect(written.Prev).To(Equal(signedHead), "chained to the last record the recorder signed")
+			g.Expect(Digest(a.Bytes)).To(Equal(got.Digest))
+
+			// A crash before the Stage heard of it: the same record written again is found, not pushed twice.
+			again, err := NewWriter(reg.store(t), oldKey.signer).Write(t.Context(), next)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(again.Existed).To(BeTrue())
+			g.Expect(again.Seq).To(Equal(tc.wantSeq))
+			g.Expect(again.Digest).To(Equal(got.Digest))
+
+			up.seq, up.head = got.Seq, got.Digest
+			up.add(ActionVerify, VerdictVerified, digestOf('b'))
+			f := Follower{Store: reg.store(t), Trust: trustOf(t, map[string]testKey{"staging": oldKey}, testStream)}
+			v, err := f.Read(t.Context(), testStream, nil, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(v.Head).To(Equal(Seen{Seq: up.seq, Digest: up.head}))
+			g.Expect(offered(v)).To(Equal([]string{digestOf('b'), digestOf('a')}))
+			g.Expect(v.Skipped).To(Equal(tc.wantSkipped))
+			// The recorder of a re-created Stage continues from its own newest record.
+			head, _, err := up.w.Head(t.Context(), testStream)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(head.Seq).To(Equal(up.seq))
+		})
+	}
+}
+
+// TestWriterFirstRecordPastJunk: junk pushed at seq 1 before the Stage's first step (stream ids
+// are predictable) does not block the stream either: its first record has no prev.
+func TestWriterFirstRecordPastJunk(t *testing.T) {
+	g := NewWithT(t)
+	oldKey, _, _ := cosignKeys(t)
+	reg := newRegistry(t)
+	reg.pushJunk(t, Tag(testStream, 1))
+	up := newUpstream(t, reg.store(t), oldKey, testStream)
+	up.release(digestOf('a'))
+	g.Expect(up.seq).To(Equal(int64(3)))
+	f := Follower{Store: reg.store(t), Trust: trustOf(t, map[string]testKey{"staging": oldKey}, testStream)}
+	v, err := f.Read(t.Context(), testStream, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Head.Seq).To(Equal(int64(3)))
+	g.Expect(offered(v)).To(Equal([]string{digestOf('a')}))
+	g.Expect(v.Skipped).To(Equal(1))
 }

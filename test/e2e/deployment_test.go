@@ -55,6 +55,7 @@ spec:
 			Set: []stagecoachv1.FieldSetting{{Path: "/spec/template/spec/containers/0/image", Value: "{{ .Image }}"}}},
 		stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: sc.Registry.Repository(repo), Semver: ">=1.0.0"}},
 		func(s *stagecoachv1.Stage) {
+			s.Spec.Author = localstack.AdminAuthor()
 			s.Spec.Completion = &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
 				Succeeded: &stagecoachv1.FieldMatch{Key: progressingReason, Value: "NewReplicaSetAvailable"},
 				Failed:    &stagecoachv1.FieldMatch{Key: progressingReason, Value: "ProgressDeadlineExceeded"},

@@ -76,7 +76,7 @@ func TestProdFollowsStagingInAnotherCluster(t *testing.T) {
 		b.Stop()
 	})
 	sc.G.Expect(b.Namespace(ctx, sc.NS)).To(Succeed())
-	trustYAML := "keys:\n- name: staging-recorder\n  streams: [\"e2e-a/" + sc.NS + "/*\"]\n  publicKey: |\n    " +
+	trustYAML := "keys:\n- name: staging-recorder\n  repositories: [\"" + streams + "\"]\n  streams: [\"e2e-a/" + sc.NS + "/*\"]\n  publicKey: |\n    " +
 		strings.ReplaceAll(strings.TrimSpace(string(key.PublicBytes)), "\n", "\n    ") + "\n"
 	sc.G.Expect(b.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "stagecoach-system", Name: "stagecoach-upstream-trust"},
 		Data: map[string]string{"upstream-trust.yaml": trustYAML}})).To(Succeed())
@@ -95,7 +95,7 @@ spec:
 `, sc.NS, sc.Registry.Repository(repo)+":initial")))).To(Succeed())
 	auto := true
 	sc.G.Expect(b.Client.Create(ctx, &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: sc.NS, Name: "prod"},
-		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: "prod",
+		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: "prod", Author: localstack.AdminAuthor(),
 			ApplyRef: stagecoachv1.ApplierReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "payments",
 				Set: []stagecoachv1.FieldSetting{{Path: "/spec/template/spec/containers/0/image", Value: sc.Registry.Repository(repo) + "@{{ .Digest }}"}}},
 			Source: stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{

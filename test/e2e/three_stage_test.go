@@ -203,7 +203,8 @@ func TestThreeStagePipeline(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			b, ok := pipeline.Blocked(st, v4, "approvals")
 			g.Expect(ok).To(BeTrue(), "prod's candidate is not v4 held by approvals: %+v", st.Status.Candidate)
-			g.Expect(b.Message).To(ContainSubstring(localstack.AdminUser + " promoted this version and cannot approve it"))
+			g.Expect(b.Message).To(ContainSubstring(localstack.AdminUser + " promoted this version by hand in " + p.Namespace + "/" +
+				p.Stages[pipeline.Staging] + " and cannot approve it"))
 		}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 
 		alice, err := sc.ClientAs("alice", "system:masters", "system:authenticated")

@@ -334,7 +334,7 @@ func TestChartValues(t *testing.T) {
 		}},
 		{name: "records and upstream trust become flags and a ConfigMap", namespace: "delivery",
 			values: `{records: {repository: registry.example/delivery/streams, cluster: eu1},
-				upstreamTrust: "keys:\n- name: staging-recorder\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}`,
+				upstreamTrust: "keys:\n- name: staging-recorder\n  repositories: [\"registry.example/delivery/streams\"]\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}`,
 			check: func(g *WithT, objs []*unstructured.Unstructured) {
 				args := container(find(objs, "Deployment", "stagecoach-controller"))["args"]
 				g.Expect(args).To(ContainElements("--records-repository=registry.example/delivery/streams",
@@ -355,7 +355,7 @@ func TestChartValues(t *testing.T) {
 				g.Expect(field(binding, "roleRef", "name")).To(Equal("stagecoach-upstream-trust"))
 				g.Expect(field(binding, "subjects")).To(Equal([]any{map[string]any{"kind": "ServiceAccount", "name": "stagecoach-controller", "namespace": "delivery"}}))
 				g.Expect(field(cm, "data")).To(Equal(map[string]any{
-					"upstream-trust.yaml": "keys:\n- name: staging-recorder\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}))
+					"upstream-trust.yaml": "keys:\n- name: staging-recorder\n  repositories: [\"registry.example/delivery/streams\"]\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}))
 			}},
 		{name: "monitoring is off by default", values: `{}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			g.Expect(find(objs, "Service", "stagecoach-metrics")).To(BeNil())

@@ -72,8 +72,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		// The harness plays an Argo CD whose every session has groups (SSO), where the API may
+		// take them (--api-trust-argocd-groups; test/integration/api tries the default).
 		srv, err := api.New(api.Options{Reader: env.Client, Config: env.Config, Scheme: scheme, ProxyToken: token,
-			Log: ctrl.Log.WithName("api")})
+			Log: ctrl.Log.WithName("api"), TrustGroupsHeader: true})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -138,9 +140,12 @@ func (p *argoProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out.Header.Del("Cookie")
 	out.Header.Set("Authorization", "Bearer "+token)
 	out.Header.Del("Argocd-Username")
+	out.Header.Del("Argocd-User-Id")
 	out.Header.Del("Argocd-User-Groups")
 	if user != "" {
+		// A local account's id is its name.
 		out.Header.Set("Argocd-Username", user)
+		out.Header.Set("Argocd-User-Id", user)
 		out.Header.Set("Argocd-User-Groups", groups)
 	}
 	p.api.ServeHTTP(w, out)
@@ -381,6 +386,8 @@ func TestRefusedApproveShowsTheReason(t *testing.T) {
 func TestAnonymousViewerCannotAct(t *testing.T) {
 	g := NewWithT(t)
 	p := newPipeline(t, "docs")
+	// An install that lets anonymous users read Stages: the pipeline shows what they may list.
+	grant(t, "ui-anonymous-read", "system:unauthenticated", readStages)
 	proxy.login("", "")
 	ctx := browser(t)
 	g.Expect(chromedp.Do(ctx,
@@ -405,6 +412,7 @@ func TestAnonymousViewerCannotAct(t *testing.T) {
 // Argo CD's theme class wins over the system preference; without one the preference decides.
 func TestThemes(t *testing.T) {
 	p := newPipeline(t, "theme")
+	grant(t, "ui-theme-read", p.approvers(), readStages)
 	proxy.login("alice", p.approvers())
 	for _, tc := range []struct {
 		theme, system, wantBG string
@@ -465,6 +473,7 @@ func errorsOnPage(ctx context.Context) ([]string, error) {
 func TestHistoryFitsAt1280(t *testing.T) {
 	g := NewWithT(t)
 	p := newPipeline(t, "wide")
+	grant(t, "ui-wide-read", p.approvers(), readStages)
 	proxy.login("alice", p.approvers())
 	long := "verification failed: " + strings.Repeat("the canary's error rate stayed above the threshold for the whole window; ", 4) +
 		"registry.example/deploy/wide@" + candidate + "?" + strings.Repeat("x", 120)

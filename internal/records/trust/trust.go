@@ -1,5 +1,5 @@
 // Package trust is a follower's trust config (--upstream-trust): named cosign public keys, each
-// bound to the record streams it may sign.
+// bound to the record streams it may sign and the repositories those streams are read from.
 //
 //	keys:
 //	- name: staging-recorder
@@ -7,12 +7,20 @@
 //	    -----BEGIN PUBLIC KEY-----
 //	    ...
 //	    -----END PUBLIC KEY-----
+//	  repositories: ["registry.example/delivery/streams"]
 //	  streams: ["8d1e4f2a9c0b/staging/*"]
 //
-// Stream patterns use path.Match syntax, so "*" never crosses a "/": "<cluster>/staging/*" is
-// every Stage of one namespace in one cluster. A stream may be bound to several keys; a record
-// counts when any of them verifies it. That is how a key is rotated: list the new key beside the
-// old one in every follower first, then switch the recorder.
+// Stream and repository patterns use path.Match syntax, so "*" never crosses a "/":
+// "<cluster>/staging/*" is every Stage of one namespace in one cluster. A key vouches for a
+// stream only as read from a repository it is bound to. Why the repository too: a Stage names
+// the repository it reads, and signed records copy verbatim, so a key bound to stream names
+// alone would vouch for a copy of the stream anywhere — one that ends before the upstream's
+// failures, in a repository whoever writes the Stage controls. List the upstream recorder's
+// repository and the mirrors you trust to keep it whole.
+//
+// A stream may be bound to several keys; a record counts when any of them verifies it. That is
+// how a key is rotated: list the new key beside the old one in every follower first, then switch
+// the recorder.
 package trust
 
 import (
@@ -22,6 +30,9 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -48,6 +59,9 @@ type Key struct {
 	ID string
 	// Streams are path.Match patterns of the stream ids this key may sign.
 	Streams []string
+	// Repositories are path.Match patterns of the repositories (as go-containerregistry names
+	// them, such as registry.example/delivery/streams) those streams are read from.
+	Repositories []string
 
 	verifier signature.Verifier
 }
@@ -59,9 +73,10 @@ type document struct {
 }
 
 type entry struct {
-	Name      string   `json:"name"`
-	PublicKey string   `json:"publicKey"`
-	Streams   []string `json:"streams"`
+	Name         string   `json:"name"`
+	PublicKey    string   `json:"publicKey"`
+	Repositories []string `json:"repositories"`
+	Streams      []string `json:"streams"`
 }
 
 var keyName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
@@ -73,10 +88,10 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var doc document
 	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
-		return nil, fmt.Errorf("upstream trust config is not valid YAML of the form {keys: [{name, publicKey, streams}]}: %w", err)
+		return nil, fmt.Errorf("upstream trust config is not valid YAML of the form {keys: [{name, publicKey, repositories, streams}]}: %w", err)
 	}
 	if len(doc.Keys) == 0 {
-		return nil, errors.New("upstream trust config lists no keys: add at least one entry under keys with name, publicKey and streams")
+		return nil, errors.New("upstream trust config lists no keys: add at least one entry under keys with name, publicKey, repositories and streams")
 	}
 	cfg := &Config{Keys: make([]Key, 0, len(doc.Keys))}
 	seen := map[string]int{}
@@ -118,7 +133,20 @@ func Parse(data []byte) (*Config, error) {
 				return nil, fmt.Errorf("%s: streams[%d] %q is not a valid pattern (path.Match syntax: *, ?, [...]): %w", where, j, s, err)
 			}
 		}
-		cfg.Keys = append(cfg.Keys, Key{Name: e.Name, ID: id, Streams: append([]string(nil), e.Streams...), verifier: v})
+		if len(e.Repositories) == 0 {
+			return nil, fmt.Errorf("%s: repositories is empty; a key is bound to the repositories its streams are read from as well as to the streams: "+
+				"add repositories: [\"<the upstream's records repository, such as registry.example/delivery/streams>\"] "+
+				"(and any mirror you trust to keep the stream whole)", where)
+		}
+		repos := make([]string, 0, len(e.Repositories))
+		for j, r := range e.Repositories {
+			norm, err := repositoryPattern(r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: repositories[%d] %q %v", where, j, r, err)
+			}
+			repos = append(repos, norm)
+		}
+		cfg.Keys = append(cfg.Keys, Key{Name: e.Name, ID: id, Streams: append([]string(nil), e.Streams...), Repositories: repos, verifier: v})
 	}
 	return cfg, nil
 }
@@ -129,14 +157,66 @@ func loadVerifier(pub crypto.PublicKey) (signature.Verifier, error) {
 	return signature.LoadDefaultVerifier(pub, options.WithED25519ph())
 }
 
-// Binds reports whether the key may sign stream.
-func (k Key) Binds(stream string) bool {
-	for _, p := range k.Streams {
-		if ok, _ := path.Match(p, stream); ok {
+// repositoryPattern checks a repositories entry and returns it as matched: a name without
+// pattern characters is normalized the way the records store names its repository (so
+// "docker.io/x/y" matches "index.docker.io/x/y"); "oci://" is dropped.
+func repositoryPattern(p string) (string, error) {
+	p = strings.TrimPrefix(p, "oci://")
+	if p == "" {
+		return "", errors.New("is empty")
+	}
+	if _, err := path.Match(p, ""); err != nil {
+		return "", fmt.Errorf("is not a valid pattern (path.Match syntax: *, ?, [...]): %w", err)
+	}
+	if strings.ContainsAny(p, `*?[\`) {
+		if !strings.Contains(p, "/") {
+			return "", errors.New("is not a repository pattern: name the registry and the repository, such as registry.example/delivery/*")
+		}
+		return p, nil
+	}
+	r, err := name.NewRepository(p, name.WeakValidation)
+	if err != nil {
+		return "", fmt.Errorf("is not an OCI repository name (such as registry.example/delivery/streams): %w", err)
+	}
+	return r.Name(), nil
+}
+
+// Binds reports whether the key may sign stream as read from repository.
+func (k Key) Binds(repository, stream string) bool {
+	return matchAny(k.Repositories, repository) && matchAny(k.Streams, stream)
+}
+
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, s); ok {
 			return true
 		}
 	}
 	return false
+}
+
+// Binds returns nil when a key is bound to stream in repository, and otherwise says what to add
+// to the trust config.
+func (c *Config) Binds(repository, stream string) error {
+	if c == nil {
+		return fmt.Errorf("there is no upstream trust config, so no key is bound to stream %q", stream)
+	}
+	if len(c.KeysFor(repository, stream)) > 0 {
+		return nil
+	}
+	var elsewhere []string
+	for _, k := range c.Keys {
+		if matchAny(k.Streams, stream) {
+			elsewhere = append(elsewhere, k.Name)
+		}
+	}
+	if len(elsewhere) > 0 {
+		return fmt.Errorf("the upstream trust config binds stream %q to key(s) %s, but not in repository %s: "+
+			"add %s to their repositories if it holds the upstream's records (or a mirror you trust to keep them whole)",
+			stream, strings.Join(elsewhere, ", "), repository, repository)
+	}
+	return fmt.Errorf("no key in the upstream trust config is bound to stream %q in repository %s; "+
+		"add the upstream recorder's public key with a streams pattern matching it and the repository under repositories", stream, repository)
 }
 
 // Verify checks sig over message with the key.
@@ -144,25 +224,25 @@ func (k Key) Verify(message, sig []byte) error {
 	return k.verifier.VerifySignature(bytesReader(sig), bytesReader(message))
 }
 
-// KeysFor returns the keys bound to stream, in config order.
-func (c *Config) KeysFor(stream string) []Key {
+// KeysFor returns the keys bound to stream in repository, in config order.
+func (c *Config) KeysFor(repository, stream string) []Key {
 	if c == nil {
 		return nil
 	}
 	var out []Key
 	for _, k := range c.Keys {
-		if k.Binds(stream) {
+		if k.Binds(repository, stream) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// Verify returns the name of the first key bound to stream whose signature sig over message
-// verifies. ok is false when none does: no key is bound to stream, or the signature is from a key
-// the config does not list, or it is not a valid signature of message.
-func (c *Config) Verify(stream string, message, sig []byte) (name string, ok bool) {
-	for _, k := range c.KeysFor(stream) {
+// Verify returns the name of the first key bound to stream in repository whose signature sig
+// over message verifies. ok is false when none does: no key is bound to stream there, or the
+// signature is from a key the config does not list, or it is not a valid signature of message.
+func (c *Config) Verify(repository, stream string, message, sig []byte) (name string, ok bool) {
+	for _, k := range c.KeysFor(repository, stream) {
 		if k.Verify(message, sig) == nil {
 			return k.Name, true
 		}

@@ -99,6 +99,9 @@ type follow struct {
 	at       time.Time
 	// err is the last read's failure; nil once a read succeeded.
 	err error
+	// stale says why the view is too old for spec.source.upstreamRecords.maxAge, as of the last
+	// time the Stage asked for an offer; "" when it is not.
+	stale string
 }
 
 // State is the follower's state of a Stage, for its status.
@@ -107,8 +110,8 @@ type State struct {
 	Seen *records.Seen
 	// Skipped counts records no trusted key signed, said in the Ready message.
 	Skipped int
-	// Reason and Message are set while the Stage cannot be Ready (UpstreamUntrusted or
-	// UpstreamUnreadable).
+	// Reason and Message are set while the Stage cannot be Ready (UpstreamUntrusted,
+	// UpstreamUnreadable, or UpstreamStale: read, but older than maxAge).
 	Reason, Message string
 }
 
@@ -144,10 +147,43 @@ func (s *Source) State(stage *stagecoachv1.Stage) State {
 			st.Seen = &h
 		}
 	}
-	if f.err != nil {
+	switch {
+	case f.err != nil:
 		st.Reason, st.Message = reasonOf(f.err), fmt.Sprintf("cannot follow upstream records of stream %q in %s: %v", f.stream, f.repository, f.err)
+	case f.stale != "":
+		st.Reason, st.Message = stagecoachv1.ReasonUpstreamStale, f.stale
 	}
 	return st
+}
+
+// staleness says why the stream, as the Stage's view shows it, is older than
+// spec.source.upstreamRecords.maxAge at now; "" when it is not, or there is no bound.
+//
+// Why a bound on the follower and not a heartbeat from the recorder: records are written only
+// when the upstream takes a step, so a repository or mirror that stops showing the newest ones
+// (withheld, truncated, stale) looks exactly like a quiet upstream, and a failure recorded there
+// goes unseen by a follower that never read past it (status.upstreamSeen only catches a cut
+// after a read). The follower cannot tell the two apart; it can refuse to act on a history it
+// cannot show is recent. A heartbeat would need a new record kind, grow every stream forever and
+// still need this bound to mean anything; the bound alone is opt-in, needs no change upstream,
+// and its cost (a quiet upstream stops the follower too) is said in the message.
+func staleness(src *stagecoachv1.UpstreamRecordsSource, f *follow, now time.Time) string {
+	if src.MaxAge == nil || src.MaxAge.Duration <= 0 || f.view == nil {
+		return ""
+	}
+	bound, v := src.MaxAge.Duration, f.view
+	if v.Head.Seq == 0 {
+		return fmt.Sprintf("stream %q in %s holds no trusted record, so nothing shows it is newer than spec.source.upstreamRecords.maxAge (%s); "+
+			"no version is offered until the upstream records a step there", f.stream, f.repository, bound)
+	}
+	age := now.Sub(v.HeadRecorded)
+	if age <= bound {
+		return ""
+	}
+	return fmt.Sprintf("the newest trusted record of stream %q in %s, record %d, was recorded %s ago (at %s), longer ago than spec.source.upstreamRecords.maxAge (%s): "+
+		"newer records may be withheld (a stale or truncated mirror), or the upstream took no step since; "+
+		"no version is offered until a newer record arrives (raise maxAge if the upstream is only quiet)",
+		f.stream, f.repository, v.Head.Seq, age.Round(time.Second), v.HeadRecorded.UTC().Format(time.RFC3339), bound)
 }
 
 func reasonOf(err error) string {
@@ -180,6 +216,7 @@ func (s *Source) read(ctx context.Context, stage *stagecoachv1.Stage, now time.T
 		f.view = nil
 	}
 	if !fresh && f.err == nil && f.view != nil && now.Before(f.at.Add(s.interval())) {
+		f.stale = staleness(src, f, now)
 		return f, nil
 	}
 	if f.store == nil {
@@ -208,6 +245,7 @@ func (s *Source) read(ctx context.Context, stage *stagecoachv1.Stage, now time.T
 	} else {
 		f.view, f.err = view, nil
 	}
+	f.stale = staleness(src, f, now)
 	s.put(key, f)
 	return f, nil
 }
@@ -247,6 +285,9 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	if f.err != nil {
 		return block(reasonOf(f.err), "cannot follow upstream records of stream %q in %s: %v; no version is offered until a read succeeds",
 			f.stream, f.repository, f.err), nil
+	}
+	if f.stale != "" {
+		return block(stagecoachv1.ReasonUpstreamStale, "%s", f.stale), nil
 	}
 	offers := f.view.Offers()
 	if len(offers) == 0 {
@@ -295,6 +336,9 @@ func (s *Source) Published(ctx context.Context, stage *stagecoachv1.Stage, diges
 		v, _ := notPublished("%s is never taken: %s (%s)", versionOf(e.Version), e.Why, cites(f.view))
 		v.Excluded = true
 		return v, nil
+	}
+	if f.stale != "" {
+		return notPublished("%s is not promoted while the upstream's records are stale: %s", digest, f.stale)
 	}
 	o, ok := f.view.Offered(digest)
 	if !ok {

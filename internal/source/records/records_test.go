@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,8 @@ type fixture struct {
 	verified, bad string
 	missing       string
 	tc            *trust.Config
+	// elsewhere binds the same key to the stream in another repository only.
+	elsewhere *trust.Config
 }
 
 func newFixture(t *testing.T) fixture {
@@ -61,9 +64,14 @@ func newFixture(t *testing.T) fixture {
 	g.Expect(err).NotTo(HaveOccurred())
 	pem, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
 	g.Expect(err).NotTo(HaveOccurred())
-	f.tc, err = trust.Parse([]byte("keys:\n- name: staging\n  streams: [\"0123456789ab/staging/*\"]\n  publicKey: |\n    " +
-		strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"))
-	g.Expect(err).NotTo(HaveOccurred())
+	trustIn := func(repository string) *trust.Config {
+		tc, err := trust.Parse([]byte("keys:\n- name: staging\n  repositories: [\"" + repository + "\"]\n  streams: [\"0123456789ab/staging/*\"]\n  publicKey: |\n    " +
+			strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"))
+		g.Expect(err).NotTo(HaveOccurred())
+		return tc
+	}
+	f.tc = trustIn(f.host + "/delivery/streams")
+	f.elsewhere = trustIn(f.host + "/mirror/streams")
 	store, err := records.NewStore(f.host+"/delivery/streams", ociclient.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	w := records.NewWriter(store, signer)
@@ -111,6 +119,8 @@ func TestOffer(t *testing.T) {
 			wantReason: stagecoachv1.ReasonNotPublished, wantMsg: "does not exist in this Stage's apply repository"},
 		{name: "apply repository unknown", trust: f.tc,
 			wantReason: stagecoachv1.ReasonNotPublished, wantMsg: "set spec.source.upstreamRecords.applyRepository"},
+		{name: "the key is trusted for the stream in another repository only", trust: f.elsewhere, repository: f.host + "/deploy/payments",
+			wantReason: stagecoachv1.ReasonUpstreamUntrusted, wantMsg: "to key(s) staging, but not in repository " + f.host + "/delivery/streams"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +182,7 @@ func otherKey(t *testing.T) *trust.Config {
 	g.Expect(err).NotTo(HaveOccurred())
 	pem, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
 	g.Expect(err).NotTo(HaveOccurred())
-	tc, err := trust.Parse([]byte("keys:\n- name: other\n  streams: [\"0123456789ab/staging/*\"]\n  publicKey: |\n    " +
+	tc, err := trust.Parse([]byte("keys:\n- name: other\n  repositories: [\"127.0.0.1:*/delivery/streams\"]\n  streams: [\"0123456789ab/staging/*\"]\n  publicKey: |\n    " +
 		strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", "\n    ") + "\n"))
 	g.Expect(err).NotTo(HaveOccurred())
 	return tc
@@ -224,4 +234,78 @@ func TestSetTrust(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMaxAge: a stream whose newest trusted record is older than spec.source.upstreamRecords.maxAge
+// is refused (a mirror that stopped showing the upstream's newest records could hide a failure),
+// saying how old it is and what the bound is; within the bound, or without one, nothing changes.
+func TestMaxAge(t *testing.T) {
+	f := newFixture(t)
+	hour := &metav1.Duration{Duration: time.Hour}
+	cases := []struct {
+		name   string
+		stream string
+		maxAge *metav1.Duration
+		later  time.Duration // how long after the records were written the follower reads
+		// wantMsg is the refusal; "" means the stream is fresh.
+		wantMsg *regexp.Regexp
+	}{
+		{name: "no bound", later: 24 * time.Hour},
+		{name: "within the bound", maxAge: hour, later: 30 * time.Minute},
+		{name: "older than the bound", maxAge: hour, later: 2 * time.Hour,
+			wantMsg: regexp.MustCompile(`the newest trusted record of stream "0123456789ab/staging/payments" in \S+/delivery/streams, record 6, ` +
+				`was recorded 2h0m\d+s ago \(at \S+Z\), longer ago than spec.source.upstreamRecords.maxAge \(1h0m0s\)`)},
+		{name: "no trusted record at all", stream: "0123456789ab/staging/withheld", maxAge: hour,
+			wantMsg: regexp.MustCompile(`stream "0123456789ab/staging/withheld" in \S+ holds no trusted record, so nothing shows it is newer than spec.source.upstreamRecords.maxAge \(1h0m0s\)`)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			stage := f.stage(f.host + "/deploy/payments")
+			stage.Spec.Source.UpstreamRecords.MaxAge = tc.maxAge
+			if tc.stream != "" {
+				stage.Spec.Source.UpstreamRecords.Stream = tc.stream
+			}
+			now := time.Now().Add(tc.later)
+			s := &Source{Trust: f.tc}
+			offer, err := s.Offer(t.Context(), stage, now)
+			g.Expect(err).NotTo(HaveOccurred())
+			st := s.State(stage)
+			v, err := s.Published(t.Context(), stage, f.verified, now)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tc.wantMsg == nil {
+				// The fixture's newest verified version is missing from the apply repository.
+				g.Expect(offer.Block).NotTo(BeNil())
+				g.Expect(offer.Block.Reason).To(Equal(stagecoachv1.ReasonNotPublished))
+				g.Expect(st.Reason).To(BeEmpty(), st.Message)
+				g.Expect(v.Block).To(BeNil())
+				g.Expect(v.Evidence).To(ContainSubstring("verified upstream in record 2"))
+				return
+			}
+			g.Expect(offer.Block).NotTo(BeNil())
+			g.Expect(offer.Block.Gate).To(Equal(stagecoachv1.GateSource))
+			g.Expect(offer.Block.Reason).To(Equal(stagecoachv1.ReasonUpstreamStale))
+			g.Expect(offer.Block.Message).To(MatchRegexp(tc.wantMsg.String()))
+			g.Expect(offer.Candidates).To(BeEmpty())
+			g.Expect(st.Reason).To(Equal(stagecoachv1.ReasonUpstreamStale))
+			g.Expect(st.Message).To(MatchRegexp(tc.wantMsg.String()))
+			if tc.stream == "" {
+				g.Expect(st.Seen).NotTo(BeNil(), "the read succeeded: upstreamSeen still moves")
+				g.Expect(st.Seen.Seq).To(Equal(int64(6)))
+			}
+			g.Expect(v.Excluded).To(BeFalse())
+			g.Expect(v.Block).NotTo(BeNil())
+			g.Expect(v.Block.Reason).To(Equal(stagecoachv1.ReasonNotPublished))
+			g.Expect(v.Block.Message).To(ContainSubstring(f.verified + " is not promoted while the upstream's records are stale: "))
+			g.Expect(v.Block.Message).To(MatchRegexp(tc.wantMsg.String()))
+		})
+	}
+	t.Run("a version the records exclude is still refused for good", func(t *testing.T) {
+		g := NewWithT(t)
+		stage := f.stage(f.host + "/deploy/payments")
+		stage.Spec.Source.UpstreamRecords.MaxAge = hour
+		v, err := (&Source{Trust: f.tc}).Published(t.Context(), stage, f.bad, time.Now().Add(2*time.Hour))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(v.Excluded).To(BeTrue())
+	})
 }

@@ -205,8 +205,12 @@ func TestApplicationGuard(t *testing.T) {
 				"drySource":  map[string]any{"repoURL": "https://git.example/evil.git", "targetRevision": "main", "path": "app"},
 				"syncSource": map[string]any{"targetBranch": "env/prod", "path": "app"}}, "spec", "sourceHydrator")
 		}, wantErr: "spec.sourceHydrator of Stagecoach-managed Application payments decide what runs"},
+		{name: "a user ignores differences in the image", who: alice, app: "payments", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"group": "apps", "kind": "Deployment",
+				"jsonPointers": []any{"/spec/template/spec/containers/0/image"}}}, "spec", "ignoreDifferences")
+		}, wantErr: "spec.ignoreDifferences of Stagecoach-managed Application payments decide what runs"},
 		{name: "a user syncs another revision", who: alice, app: "payments", mutate: setOperation(map[string]any{"revision": "sha256:eeee"}),
-			wantErr: "Stagecoach-managed Application payments may only sync its own source at its own targetRevision (alice asked for another revision or source in operation.sync)"},
+			wantErr: "Stagecoach-managed Application payments may only sync its own source at its own targetRevision: operation.sync.revision sha256:eeee would decide what runs, and only Stagecoach or a break-glass member may set that (user alice)"},
 		{name: "a user syncs another repository", who: alice, app: "payments", mutate: setOperation(map[string]any{
 			"source": map[string]any{"repoURL": "oci://evil.example/payments", "targetRevision": "sha256:eeee", "path": "."}}),
 			wantErr: "may only sync its own source at its own targetRevision"},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -69,15 +70,30 @@ func newPipeline(t *testing.T, service string) pipeline {
 // grant binds a ClusterRole with the rule to a group, for the test's lifetime.
 func grant(t *testing.T, name, group string, rule rbacv1.PolicyRule) {
 	t.Helper()
+	bind(t, name, "", rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: group}, rule)
+}
+
+// bind binds a ClusterRole with the rule to a subject, in one namespace (a RoleBinding) or, with
+// namespace "", cluster-wide, for the test's lifetime.
+func bind(t *testing.T, name, namespace string, subject rbacv1.Subject, rule rbacv1.PolicyRule) {
+	t.Helper()
 	g := NewWithT(t)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: group}}}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
+	var binding client.Object = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: ref, Subjects: []rbacv1.Subject{subject}}
+	if namespace != "" {
+		binding = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, RoleRef: ref, Subjects: []rbacv1.Subject{subject}}
+	}
 	for _, obj := range []client.Object{role, binding} {
 		if err := env.Client.Create(t.Context(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			g.Expect(err).NotTo(HaveOccurred())
 		}
+		t.Cleanup(func() {
+			// The test's context is done by now.
+			if err := env.Client.Delete(context.WithoutCancel(t.Context()), obj); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("failed to delete %s: %v", obj.GetName(), err)
+			}
+		})
 	}
 }
 
@@ -87,7 +103,7 @@ func TestAuthentication(t *testing.T) {
 	p := newPipeline(t, "auth")
 	approve := "/api/v1/stages/" + p.prodNS + "/prod/approve"
 	pipelinePath := "/api/v1/pipelines/" + p.service
-	alice := caller{token: token, user: "alice", groups: "release-managers", app: p.prodApp()}
+	alice := caller{token: token, user: "alice", groups: "release-managers", app: p.prodApp(), trustGroups: true}
 	for _, tc := range []struct {
 		name         string
 		who          caller
@@ -113,7 +129,7 @@ func TestAuthentication(t *testing.T) {
 			method: "GET", path: pipelinePath, wantCode: 403, wantReason: "Forbidden"},
 		{name: "no Application header", who: caller{token: token, user: "alice"}, method: "GET", path: pipelinePath,
 			wantCode: 403, wantMessage: "the Argocd-Application-Name header"},
-		{name: "a system: group is not impersonated", who: caller{token: token, user: "alice", groups: "system:masters", app: p.prodApp()},
+		{name: "a system: group is not impersonated", who: caller{token: token, user: "alice", groups: "system:masters", app: p.prodApp(), trustGroups: true},
 			method: "POST", path: approve, body: map[string]any{}, wantCode: 403, wantMessage: `"system:masters" uses the prefix system:`},
 		{name: "a body too large", who: alice, method: "POST", path: approve,
 			body: []byte(`{"comment":"` + strings.Repeat("x", maxBody) + `"}`), wantCode: 413, wantReason: "RequestEntityTooLarge"},
@@ -168,7 +184,7 @@ func TestActionsActAsTheUser(t *testing.T) {
 
 	t.Run("a release manager without RBAC to create Approvals", func(t *testing.T) {
 		g := NewWithT(t)
-		dave := caller{token: token, user: "dave", groups: "release-managers", app: p.prodApp()}
+		dave := caller{token: token, user: "dave", groups: "release-managers", app: p.prodApp(), trustGroups: true}
 		code, body := dave.do(t, "POST", approve, map[string]any{"comment": "looks good"})
 		g.Expect(code).To(Equal(403), "answer: %v", body)
 		g.Expect(body).To(HaveKeyWithValue("reason", "Forbidden"))
@@ -177,7 +193,7 @@ func TestActionsActAsTheUser(t *testing.T) {
 	})
 	t.Run("a release manager who may create Approvals, from the staging Application", func(t *testing.T) {
 		g := NewWithT(t)
-		alice := caller{token: token, user: "alice", groups: "release-managers,approvers", app: p.stagingApp()}
+		alice := caller{token: token, user: "alice", groups: "release-managers,approvers", app: p.stagingApp(), trustGroups: true}
 		code, body := alice.do(t, "POST", approve, map[string]any{"digest": candidate, "comment": "looks good"})
 		g.Expect(code).To(Equal(201), "answer: %v", body)
 		g.Expect(body).To(HaveKeyWithValue("kind", "Approval"))
@@ -190,7 +206,7 @@ func TestActionsActAsTheUser(t *testing.T) {
 	})
 	t.Run("promote a tag", func(t *testing.T) {
 		g := NewWithT(t)
-		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp()}
+		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp(), trustGroups: true}
 		code, body := bob.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/promote", map[string]any{"version": "v1.3.0", "reason": "release"})
 		g.Expect(code).To(Equal(201), "answer: %v", body)
 		g.Expect(body).To(HaveKeyWithValue("kind", "Promotion"))
@@ -201,7 +217,7 @@ func TestActionsActAsTheUser(t *testing.T) {
 	})
 	t.Run("roll back without a reason", func(t *testing.T) {
 		g := NewWithT(t)
-		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp()}
+		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp(), trustGroups: true}
 		code, body := bob.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/rollback", map[string]any{})
 		g.Expect(code).To(Equal(201), "answer: %v", body)
 		pr := &stagecoachv1.Promotion{}
@@ -211,7 +227,7 @@ func TestActionsActAsTheUser(t *testing.T) {
 	})
 	t.Run("freeze the Stage by its labels, then unfreeze it", func(t *testing.T) {
 		g := NewWithT(t)
-		erin := caller{token: token, user: "erin", groups: "freezers", app: p.prodApp()}
+		erin := caller{token: token, user: "erin", groups: "freezers", app: p.prodApp(), trustGroups: true}
 		code, body := erin.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/freeze", map[string]any{"reason": "incident 42", "until": "2h"})
 		g.Expect(code).To(Equal(201), "answer: %v", body)
 		g.Expect(body).To(HaveKeyWithValue("kind", "Freeze"))
@@ -229,14 +245,14 @@ func TestActionsActAsTheUser(t *testing.T) {
 	})
 	t.Run("freeze without RBAC to create Freezes", func(t *testing.T) {
 		g := NewWithT(t)
-		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp()}
+		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp(), trustGroups: true}
 		code, body := bob.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/freeze", map[string]any{"reason": "incident 43"})
 		g.Expect(code).To(Equal(403), "answer: %v", body)
 		g.Expect(body["message"]).To(ContainSubstring(`User "bob" cannot create resource "freezes"`))
 	})
 	t.Run("promote a tag nobody knows", func(t *testing.T) {
 		g := NewWithT(t)
-		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp()}
+		bob := caller{token: token, user: "bob", groups: "approvers", app: p.prodApp(), trustGroups: true}
 		code, body := bob.do(t, "POST", "/api/v1/stages/"+p.prodNS+"/prod/promote", map[string]any{"version": "v9.9.9"})
 		g.Expect(code).To(Equal(400), "answer: %v", body)
 		g.Expect(body["message"]).To(ContainSubstring(`version "v9.9.9" is not known to Stage`))
@@ -247,7 +263,9 @@ func TestActionsActAsTheUser(t *testing.T) {
 func TestPipelineShape(t *testing.T) {
 	g := NewWithT(t)
 	p := newPipeline(t, "shape")
-	viewer := caller{token: token, user: "carol", groups: "developers", app: p.prodApp()}
+	grant(t, "api-test-reader", "system:authenticated", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"},
+		Resources: []string{"stages", "promotions"}, Verbs: []string{"get", "list"}})
+	viewer := caller{token: token, user: "carol", groups: "developers", app: p.prodApp(), trustGroups: true}
 	code, byService := viewer.do(t, "GET", "/api/v1/pipelines/"+p.service, nil)
 	g.Expect(code).To(Equal(200), "answer: %v", byService)
 	code, byApp := viewer.do(t, "GET", "/api/v1/apps/"+p.prodNS+"/"+p.service+"-prod/pipeline", nil)

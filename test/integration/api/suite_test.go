@@ -34,8 +34,10 @@ const (
 )
 
 var (
-	env    *testenv.Env
-	server *httptest.Server
+	env *testenv.Env
+	// server acts as the Argo CD user alone (the default); groupsServer also with the groups of
+	// Argocd-User-Groups (--api-trust-argocd-groups).
+	server, groupsServer *httptest.Server
 )
 
 func TestMain(m *testing.M) {
@@ -54,14 +56,19 @@ func TestMain(m *testing.M) {
 		}
 		// The test API server's admin may impersonate anyone, as the controller's ClusterRole
 		// lets it impersonate users and groups.
-		srv, err := api.New(api.Options{Reader: env.Client, Config: env.Config, Scheme: scheme, ProxyToken: token,
-			MaxBody: maxBody, Log: ctrl.Log.WithName("api")})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		for _, s := range []struct {
+			trustGroups bool
+			server      **httptest.Server
+		}{{false, &server}, {true, &groupsServer}} {
+			srv, err := api.New(api.Options{Reader: env.Client, Config: env.Config, Scheme: scheme, ProxyToken: token,
+				MaxBody: maxBody, Log: ctrl.Log.WithName("api"), TrustGroupsHeader: s.trustGroups})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			*s.server = httptest.NewServer(srv.Handler())
+			defer (*s.server).Close()
 		}
-		server = httptest.NewServer(srv.Handler())
-		defer server.Close()
 		return m.Run()
 	}()
 	if err := env.Stop(); err != nil {
@@ -70,12 +77,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// caller is who calls through the proxy: the token it carries and Argo CD's headers.
+// caller is who calls through the proxy: the token it carries and the headers the API receives.
+// As Argo CD forwards them, a logged-in user comes with Argocd-Username and Argocd-User-Id (for a
+// local account both are its name): id is the user unless set, and "-" sends none.
 type caller struct {
 	token  string // "" sends no Authorization header
 	user   string
+	id     string
 	groups string
 	app    string // Argocd-Application-Name, namespace:name
+	// trustGroups calls the API that takes Argocd-User-Groups (--api-trust-argocd-groups).
+	trustGroups bool
 }
 
 // do sends a request and decodes the JSON answer into a map.
@@ -91,13 +103,30 @@ func (c caller) do(t *testing.T, method, path string, body any) (int, map[string
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
 		reader = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, server.URL+path, reader)
+	base := server.URL
+	if c.trustGroups {
+		base = groupsServer.URL
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, base+path, reader)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	req.Header.Set("Argocd-Username", c.user)
-	req.Header.Set("Argocd-User-Groups", c.groups)
+	if c.user != "" {
+		req.Header.Set("Argocd-Username", c.user)
+	}
+	switch c.id {
+	case "":
+		if c.user != "" {
+			req.Header.Set("Argocd-User-Id", c.user)
+		}
+	case "-":
+	default:
+		req.Header.Set("Argocd-User-Id", c.id)
+	}
+	if c.groups != "" {
+		req.Header.Set("Argocd-User-Groups", c.groups)
+	}
 	req.Header.Set("Argocd-Application-Name", c.app)
 	req.Header.Set("Argocd-Project-Name", "default")
 	req.Header.Set("Content-Type", "application/json")

@@ -25,28 +25,56 @@ import (
 // an answer that needs the body would not come while the body is held.
 func send(t *testing.T, path string, body io.Reader, header map[string]string) (int, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, hooksURL+path, body)
+	resp, err := sendFrom(t, "", path, body, header)
 	if err != nil {
 		return 0, err
+	}
+	return resp.StatusCode, nil
+}
+
+// sendFrom is send from the source address src (a loopback address other than 127.0.0.1: all of
+// 127.0.0.0/8 routes on Linux loopback), "" for any; it returns the answer, its body read.
+func sendFrom(t *testing.T, src, path string, body io.Reader, header map[string]string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, hooksURL+path, body)
+	if err != nil {
+		return nil, err
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialerFrom(src).DialContext}}
+	defer c.CloseIdleConnections()
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
+	return resp, nil
+}
+
+// dialerFrom dials from the source address src, "" for any.
+func dialerFrom(src string) *net.Dialer {
+	d := &net.Dialer{}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	return d
 }
 
 // holdPost opens a connection and sends a request's headers announcing a body of 1000 bytes, and
-// none of the body: a handler that reads the body waits until the connection closes.
+// none of the body: a handler that reads the body waits until the connection closes (or the
+// request deadline passes).
 func holdPost(t *testing.T, path string, header map[string]string) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(hooksURL, "http://"))
+	return holdPostFrom(t, "", path, header)
+}
+
+// holdPostFrom is holdPost from the source address src.
+func holdPostFrom(t *testing.T, src, path string, header map[string]string) net.Conn {
+	t.Helper()
+	conn, err := dialerFrom(src).DialContext(t.Context(), "tcp", strings.TrimPrefix(hooksURL, "http://"))
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = conn.Close() })
 	var b strings.Builder
@@ -77,7 +105,8 @@ func answerWithoutBody(t *testing.T, path string, header map[string]string) (int
 
 // The hooks' limits, served by the manager on the API server: refusals come from the headers
 // before any body is read, bodies are capped at 64 KiB (declared or streamed), each hook takes only
-// its own Secret's key, and requests beyond the bound are answered 503 at once.
+// its own Secret's key, requests beyond the bound are answered 503 at once, one source (the TCP
+// peer) holds at most its own bound, and a request must arrive within the request deadline.
 func TestHooksLimits(t *testing.T) {
 	// The hooks listen once the manager has started.
 	NewWithT(t).Eventually(func() error {
@@ -143,9 +172,11 @@ func TestHooksLimits(t *testing.T) {
 	t.Run("requests beyond the bound are answered 503 at once", func(t *testing.T) {
 		g := NewWithT(t)
 		auth := map[string]string{"Authorization": "Bearer " + argoToken}
-		// Authenticated requests whose bodies are held occupy every slot. A probe that reaches the
-		// server before a held request is dispatched takes that request's slot, and the held one
-		// is refused instead: such ones are replaced until the probe finds every slot held.
+		// Authenticated requests whose bodies are held occupy every slot, from as many sources as
+		// their own bound takes. A probe that reaches the server before a held request is
+		// dispatched takes that request's slot, and the held one is refused instead: such ones
+		// are replaced until the probe finds every slot held.
+		sources := controller.DefaultMaxHookRequests / controller.DefaultMaxHookRequestsPerSource
 		var held []net.Conn
 		release := func() {
 			for _, c := range held {
@@ -155,12 +186,19 @@ func TestHooksLimits(t *testing.T) {
 		defer release()
 		g.Eventually(func(g Gomega) {
 			held = unanswered(t, held)
-			for len(held) < controller.DefaultMaxHookRequests {
-				held = append(held, holdPost(t, "/hooks/argocd", auth))
+			perSource := map[string]int{}
+			for _, c := range held {
+				perSource[c.LocalAddr().(*net.TCPAddr).IP.String()]++
 			}
-			status, err := send(t, "/hooks/argocd", strings.NewReader(`{}`), auth)
+			for i := range sources {
+				src := fmt.Sprintf("127.0.0.%d", 10+i)
+				for ; perSource[src] < controller.DefaultMaxHookRequestsPerSource; perSource[src]++ {
+					held = append(held, holdPostFrom(t, src, "/hooks/argocd", auth))
+				}
+			}
+			resp, err := sendFrom(t, fmt.Sprintf("127.0.0.%d", 10+sources), "/hooks/argocd", strings.NewReader(`{}`), auth)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(status).To(Equal(http.StatusServiceUnavailable))
+			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
 		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 		// Exactly the bound is held: with fewer slots one held request would have been refused.
 		g.Expect(unanswered(t, held)).To(HaveLen(controller.DefaultMaxHookRequests))
@@ -169,6 +207,88 @@ func TestHooksLimits(t *testing.T) {
 		g.Eventually(func() (int, error) {
 			return send(t, "/hooks/argocd", strings.NewReader(`{"app":"none","namespace":"default"}`), auth)
 		}, 5*time.Second, 50*time.Millisecond).Should(Equal(http.StatusAccepted))
+	})
+
+	t.Run("one source holds at most its own bound, and another source still gets through", func(t *testing.T) {
+		g := NewWithT(t)
+		auth := map[string]string{"Authorization": "Bearer " + argoToken}
+		const greedy, other = "127.0.0.2", "127.0.0.3"
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		// As above, a held request the probe overtook was refused in its place, and is replaced.
+		var refused *http.Response
+		g.Eventually(func(g Gomega) {
+			held = unanswered(t, held)
+			for len(held) < controller.DefaultMaxHookRequestsPerSource {
+				held = append(held, holdPostFrom(t, greedy, "/hooks/argocd", auth))
+			}
+			var err error
+			refused, err = sendFrom(t, greedy, "/hooks/argocd", strings.NewReader(`{}`), auth)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(refused.StatusCode).To(Equal(http.StatusTooManyRequests))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		g.Expect(refused.Header.Get("Retry-After")).NotTo(BeEmpty())
+		// Exactly the source's bound is held, well under the shared bound.
+		g.Expect(unanswered(t, held)).To(HaveLen(controller.DefaultMaxHookRequestsPerSource))
+		// Another source is served while the first one holds its requests; X-Forwarded-For,
+		// written by the client, does not make it count as the first one.
+		resp, err := sendFrom(t, other, "/hooks/argocd", strings.NewReader(`{"app":"none","namespace":"default"}`),
+			map[string]string{"Authorization": "Bearer " + argoToken, "X-Forwarded-For": greedy})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
+		// Nor does X-Forwarded-For let the first source past its bound.
+		resp, err = sendFrom(t, greedy, "/hooks/argocd", strings.NewReader(`{}`),
+			map[string]string{"Authorization": "Bearer " + argoToken, "X-Forwarded-For": other})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	})
+
+	t.Run("a request sent too slowly is cut off at the request deadline", func(t *testing.T) {
+		g := NewWithT(t)
+		const src = "127.0.0.4"
+		conn := holdPostFrom(t, src, "/hooks/argocd", map[string]string{"Authorization": "Bearer " + argoToken})
+		// The body trickles, a byte at a time: it would take 100 s to arrive, and every byte
+		// keeps the connection busy, so only a deadline for the whole request cuts it off.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					if _, err := conn.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}
+		}()
+		// Twice the deadline: generous, and still short of the 30 s read timeout the hooks had.
+		g.Expect(conn.SetReadDeadline(time.Now().Add(2 * controller.DefaultHookRequestTimeout))).To(Succeed())
+		reader := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(reader, nil)
+		g.Expect(err).NotTo(HaveOccurred(), "the server answers a request cut off at its deadline")
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusRequestTimeout), string(body))
+		g.Expect(string(body)).To(ContainSubstring("not received within " + controller.DefaultHookRequestTimeout.String()))
+		// And closes the connection (EOF, or a reset once the trickle writes to the closed socket),
+		// rather than waiting for more.
+		_, err = reader.ReadByte()
+		var netErr net.Error
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(errors.As(err, &netErr) && netErr.Timeout()).To(BeFalse(), "the connection is closed, not idle: %v", err)
+		// The source's slot is free again.
+		resp, err = sendFrom(t, src, "/hooks/argocd", strings.NewReader(`{"app":"none","namespace":"default"}`),
+			map[string]string{"Authorization": "Bearer " + argoToken})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
 	})
 }
 

@@ -81,3 +81,33 @@ func TestChecksBeforeApplyAndAfterLanding(t *testing.T) {
 	g.Expect(failed.Status.Gates).To(ContainElement(And(HaveField("Gate", "check/smoke"), HaveField("Passed", false),
 		HaveField("Message", ContainSubstring(digest(3))))))
 }
+
+// Without --allow-internal-check-targets (the suite turns it on for its loopback check servers;
+// this test turns it off for its own controller only), a check calling a private address is
+// refused before any request, and a body match with a query or a modifier does not run: each
+// refusal, naming the range and the flag or the path, is what the Promotion says.
+func TestChecksRefusePrivateTargetsAndBodyQueries(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	app := newApplication(t, ns, "web", ociSpec(ns))
+	newStage(t, ns, "web", func(s *stagecoachv1.Stage) {
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Checks: []stagecoachv1.Check{
+			{Name: "verdict", HTTP: &stagecoachv1.HTTPCheck{URL: "http://[fd00::2]:8080/verdict/{{.Version}}"}},
+			{Name: "token", HTTP: &stagecoachv1.HTTPCheck{URL: "https://tickets.example/ok",
+				Body: &stagecoachv1.FieldMatch{Key: `token.@reverse`, Value: "x"}}},
+		}}
+	})
+	startControllerWith(t, nil, func(o *controller.Options) { o.AllowInternalCheckTargets = false })
+
+	newPromotion(t, ns, "web-v1", "web", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	failed := eventuallyPhase(t, ns, "web-v1", stagecoachv1.PhaseFailed)
+	g.Expect(failed.Status.Message).To(And(HavePrefix("not applied: "), ContainSubstring(`check "verdict" cannot run`),
+		ContainSubstring("fd00::2"), ContainSubstring("unique-local address (fc00::/7)"), ContainSubstring("--allow-internal-check-targets")))
+	g.Expect(failed.Status.Gates).To(ContainElements(
+		And(HaveField("Gate", "check/verdict"), HaveField("Passed", false),
+			HaveField("Message", ContainSubstring("fc00::/7"))),
+		And(HaveField("Gate", "check/token"), HaveField("Passed", false),
+			HaveField("Message", And(ContainSubstring(`body.key "token.@reverse" is not allowed: it has a modifier (@)`), ContainSubstring("use a plain path"))))))
+	g.Expect(failed.Status.AppliedAt).To(BeNil())
+	g.Expect(app.desiredRevision(app.get())).NotTo(Equal(digest(1)))
+}

@@ -53,7 +53,7 @@ func TestApprovalsCountWithoutThePromoter(t *testing.T) {
 	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "0 of 1 approvals for "+digest(1), "release-managers")
 
 	newApproval(t, ns, "by-alice", "prod", digest(1), "alice", "release-managers")
-	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "0 of 1", "alice promoted this version and cannot approve it")
+	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "0 of 1", "alice promoted this version by hand in "+ns+"/staging and cannot approve it")
 	newApproval(t, ns, "by-carol", "prod", digest(1), "carol", "developers")
 	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateApprovals, "carol approved without naming one of those groups")
 	g.Consistently(func(g Gomega) {

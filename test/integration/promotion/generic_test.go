@@ -71,6 +71,7 @@ func writeWidgetStatus(t *testing.T, ns, name string, observed int64, succeeded 
 func widgetStage(name string, set []stagecoachv1.FieldSetting) func(*stagecoachv1.Stage) {
 	return func(s *stagecoachv1.Stage) {
 		s.Spec.ApplyRef = stagecoachv1.ApplierReference{APIVersion: widgetAPIVersion, Kind: "Widget", Name: name, Set: set}
+		s.Spec.Author = author.DeepCopy()
 		s.Spec.Completion = &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
 			Succeeded: &stagecoachv1.FieldMatch{Key: reconcileSucceeded, Value: "True"},
 			Failed:    &stagecoachv1.FieldMatch{Key: reconcileSucceeded, Value: "False"},

@@ -57,6 +57,7 @@ func TestReadyzAfterAGenericKindStage(t *testing.T) {
 			stage := newStage(t, ns, "settings", func(s *stagecoachv1.Stage) {
 				s.Spec.ApplyRef = stagecoachv1.ApplierReference{APIVersion: "v1", Kind: "ConfigMap", Name: "settings",
 					Set: []stagecoachv1.FieldSetting{{Path: "/metadata/annotations/digest", Value: "{{ .Digest }}"}}}
+				s.Spec.Author = author.DeepCopy()
 				s.Spec.Completion = &stagecoachv1.CompletionRules{ObservedMatches: []stagecoachv1.ObservedMatch{
 					{Input: "metadata.annotations.digest", Output: "metadata.annotations.digest"}}}
 			})

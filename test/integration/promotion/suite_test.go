@@ -30,13 +30,22 @@ const (
 	interval = 50 * time.Millisecond
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// author is the suite's admin as spec.author (set once, before the tests).
+	author *stagecoachv1.StageAuthor
+)
 
 func TestMain(m *testing.M) {
 	testenv.SetLogger()
 	var err error
 	env, err = testenv.Start(testenv.ArgoCDCRDs, testenv.StandInCRDs)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The suites' admin writes every Stage: a generic applier is written as its author.
+	if author, err = env.Author(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

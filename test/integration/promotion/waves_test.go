@@ -30,15 +30,15 @@ type cluster struct {
 func (c cluster) server() string { return "https://" + c.name + ".clusters.example" }
 
 // newFleet creates an ApplicationSet labelled for the Stage, one cluster Secret per cluster and
-// one Application per cluster owned by the ApplicationSet (as the applicationset-controller
-// makes them), and returns the Applications' names.
+// one Application per cluster owned by the ApplicationSet and labelled from its template (as the
+// applicationset-controller makes them), and returns the Applications' names.
 func newFleet(t *testing.T, ns, stage string, clusters []cluster) []string {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
 	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"generators": []any{map[string]any{"clusters": map[string]any{}}},
-		"template": map[string]any{"metadata": map[string]any{"name": "{{name}}-" + stage},
+		"template": map[string]any{"metadata": map[string]any{"name": "{{name}}-" + stage, "labels": map[string]any{stagecoachv1.StageLabel: stage}},
 			"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": "oci://registry.example/deploy/payments"},
 				"destination": map[string]any{"server": "{{server}}"}}},
 	}}}
@@ -69,6 +69,7 @@ func newFleet(t *testing.T, ns, stage string, clusters []cluster) []string {
 		app.SetKind("Application")
 		app.SetNamespace(ns)
 		app.SetName(c.name + "-" + stage)
+		app.SetLabels(map[string]string{stagecoachv1.StageLabel: stage})
 		app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet",
 			Name: set.GetName(), UID: set.GetUID(), Controller: ptr(true), BlockOwnerDeletion: ptr(true)}})
 		g.Expect(env.Client.Create(ctx, app)).To(Succeed())

@@ -23,12 +23,13 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/records/trust"
 )
 
-// trustDoc is a trust config binding each named public key to cluster A's streams.
+// trustDoc is a trust config binding each named public key to cluster A's streams in the
+// suite's records repository.
 func trustDoc(keys map[string][]byte) string {
 	var b strings.Builder
 	b.WriteString("keys:\n")
 	for _, n := range sortedKeys(keys) {
-		b.WriteString("- name: " + n + "\n  streams: [\"" + clusterA + "/*/*\"]\n  publicKey: |\n    " +
+		b.WriteString("- name: " + n + "\n  repositories: [\"" + reg.streams() + "\"]\n  streams: [\"" + clusterA + "/*/*\"]\n  publicKey: |\n    " +
 			strings.ReplaceAll(strings.TrimSpace(string(keys[n])), "\n", "\n    ") + "\n")
 	}
 	return b.String()

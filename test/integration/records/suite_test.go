@@ -86,7 +86,7 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	trustFile = filepath.Join(dir, "trust.yaml")
-	doc := "keys:\n- name: staging-recorder\n  streams: [\"" + clusterA + "/*/*\"]\n  publicKey: |\n    " +
+	doc := "keys:\n- name: staging-recorder\n  repositories: [\"" + reg.streams() + "\"]\n  streams: [\"" + clusterA + "/*/*\"]\n  publicKey: |\n    " +
 		strings.ReplaceAll(strings.TrimSpace(string(recorderKey.PublicBytes)), "\n", "\n    ") + "\n"
 	if _, err := trust.Parse([]byte(doc)); err != nil {
 		return 0, fmt.Errorf("test trust config: %w", err)
@@ -227,6 +227,8 @@ func widgetStage(ns, name string, source stagecoachv1.StageSource, auto bool) *s
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: stagecoachv1.StageSpec{
 			Service: "payments", Environment: name,
+			// The suites' admins write the Stages; their rights come from system:masters.
+			Author: &stagecoachv1.StageAuthor{User: "admin", Groups: []string{"system:masters"}},
 			ApplyRef: stagecoachv1.ApplierReference{APIVersion: widgetAPI, Kind: "Widget", Name: name,
 				Set: []stagecoachv1.FieldSetting{{Path: "/spec/containers/0/image", Value: "registry.example/shop@{{ .Digest }}"}}},
 			Completion: &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
@@ -246,6 +248,12 @@ func widgetStage(ns, name string, source stagecoachv1.StageSource, auto bool) *s
 // and staging's stream id.
 func pipeline(t *testing.T) (nsA, nsB, stream string) {
 	t.Helper()
+	return pipelineWith(t, nil)
+}
+
+// pipelineWith is pipeline with prod changed by follower before it is created.
+func pipelineWith(t *testing.T, follower func(prod *stagecoachv1.Stage)) (nsA, nsB, stream string) {
+	t.Helper()
 	g := NewWithT(t)
 	nsA, nsB = envA.NewNamespace(t, "stg"), envB.NewNamespace(t, "prod")
 	newWidget(t, envA, nsA, "staging")
@@ -256,8 +264,12 @@ func pipeline(t *testing.T) (nsA, nsB, stream string) {
 	g.Expect(envA.Client.Create(t.Context(), widgetStage(nsA, "staging",
 		stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}, false))).To(Succeed())
 	stream = clusterA + "/" + nsA + "/staging"
-	g.Expect(envB.Client.Create(t.Context(), widgetStage(nsB, "prod", stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{
-		Repository: reg.streams(), Stream: stream, ApplyRepository: reg.apps()}}, true))).To(Succeed())
+	prod := widgetStage(nsB, "prod", stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{
+		Repository: reg.streams(), Stream: stream, ApplyRepository: reg.apps()}}, true)
+	if follower != nil {
+		follower(prod)
+	}
+	g.Expect(envB.Client.Create(t.Context(), prod)).To(Succeed())
 	return nsA, nsB, stream
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,4 +169,20 @@ func (e *Env) CreatePlaceholderUpstream(t *testing.T, ns string) {
 	if err := e.Client.Create(t.Context(), placeholder); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("failed to create the placeholder upstream Stage in %s: %v", ns, err)
 	}
+}
+
+// Author is the suites' admin (the identity of Client) as a Stage's spec.author: its user name
+// and its groups (system:masters among them, which is where its rights come from).
+func (e *Env) Author(ctx context.Context) (*stagecoachv1.StageAuthor, error) {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := e.Client.Create(ctx, review); err != nil {
+		return nil, fmt.Errorf("failed to ask the API server who the suites' admin is: %w", err)
+	}
+	author := &stagecoachv1.StageAuthor{User: review.Status.UserInfo.Username}
+	for _, g := range review.Status.UserInfo.Groups {
+		if g != "system:authenticated" {
+			author.Groups = append(author.Groups, g)
+		}
+	}
+	return author, nil
 }

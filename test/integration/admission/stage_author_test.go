@@ -1,0 +1,93 @@
+package admission
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
+)
+
+// spec.author is who the controller writes a generic applier as, so it must be whoever creates
+// the Stage or changes its applyRef or author, in groups of theirs; other changes keep it.
+func TestStageAuthorGuard(t *testing.T) {
+	g := NewWithT(t)
+	grantEveryone(t, "stage-author-writer", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"stages"},
+		Verbs: []string{"get", "list", "create", "patch", "update"}})
+	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "stage-status-guard.yaml"))
+	tina := as(t, "tina", "team-a")
+	bob := as(t, "bob", "team-a")
+	stage := func(name string, author *stagecoachv1.StageAuthor) *stagecoachv1.Stage {
+		return &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: stagecoachv1.StageSpec{Service: "web", Environment: "dev", Author: author,
+				ApplyRef: stagecoachv1.ApplierReference{APIVersion: "example.dev/v1", Kind: "Widget", Name: name,
+					Set: []stagecoachv1.FieldSetting{{Path: "/spec/image", Value: "{{ .Image }}"}}},
+				Completion: &stagecoachv1.CompletionRules{ObservedMatches: []stagecoachv1.ObservedMatch{{Input: "spec.image", Output: "status.image"}}},
+				Source:     stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}}}
+	}
+	// The policy takes a moment to be enforced after it is created.
+	probes := 0
+	g.Eventually(func() error {
+		probes++
+		return tina.Create(t.Context(), stage(fmt.Sprintf("author-probe-%d", probes), &stagecoachv1.StageAuthor{User: "alice"}))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("names author alice but is written by tina")))
+
+	for i, tc := range []struct {
+		name    string
+		creator client.Client
+		author  *stagecoachv1.StageAuthor
+		// change, when set, is done by bob on the created Stage.
+		change  func(*stagecoachv1.Stage)
+		wantErr string
+	}{
+		{name: "tina names herself", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"}},
+		{name: "tina names herself in her group", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina", Groups: []string{"team-a"}}},
+		{name: "tina names another user", creator: tina, author: &stagecoachv1.StageAuthor{User: "alice"},
+			wantErr: "Stage author-2 names author alice but is written by tina: set spec.author.user to your own user name"},
+		{name: "tina names a group she is not in", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina", Groups: []string{"platform-admins"}},
+			wantErr: "names author groups platform-admins, but tina is not a member of all of them"},
+		{name: "no author: nothing to check (the controller writes no generic applier for it)", creator: tina},
+		{name: "bob points tina's Stage at another object", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change:  func(s *stagecoachv1.Stage) { s.Spec.ApplyRef.Name = "platform-widget" },
+			wantErr: "names author tina but is written by bob"},
+		{name: "bob changes the paths the Stage writes", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.ApplyRef.Set = []stagecoachv1.FieldSetting{{Path: "/spec/replicas", Value: "{{ .Digest }}"}}
+			},
+			wantErr: "names author tina but is written by bob"},
+		{name: "bob names himself when he changes the applyRef", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.ApplyRef.Name = "platform-widget"
+				s.Spec.Author = &stagecoachv1.StageAuthor{User: "bob"}
+			}},
+		{name: "bob suspends tina's Stage: the author stays", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) { s.Spec.Suspend = true }},
+		{name: "bob adds an author to a Stage without one", creator: tina,
+			change:  func(s *stagecoachv1.Stage) { s.Spec.Author = &stagecoachv1.StageAuthor{User: "tina"} },
+			wantErr: "names author tina but is written by bob"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := stage(fmt.Sprintf("author-%d", i), tc.author)
+			err := tc.creator.Create(t.Context(), s)
+			if tc.change != nil {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(bob.Get(t.Context(), client.ObjectKeyFromObject(s), s)).To(Succeed())
+				tc.change(s)
+				err = bob.Update(t.Context(), s)
+			}
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
