@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -354,78 +350,4 @@ func (r *StageReconciler) stagesSharingApplier(ctx context.Context, obj client.O
 		}
 	}
 	return reqs
-}
-
-// applierWatcher starts a watch on an applier kind the first time a Stage names it and its CRD
-// exists, so the controller runs without Argo CD or Flux installed and picks them up later
-// without a restart.
-type applierWatcher struct {
-	mu       sync.Mutex
-	watching map[schema.GroupVersionKind]bool
-	// resources the controller was found allowed to list and watch.
-	resources map[schema.GroupVersionResource]bool
-	// namespaces the cache watches; none: cluster-wide.
-	namespaces []string
-	cache      cache.Cache
-	controller controller.Controller
-	handler    handler.EventHandler
-	appliers   *applierReader
-}
-
-// denied returns the first of list and watch the controller may not do on resource in the
-// namespaces it watches ("" when it may do both), asked by SelfSubjectAccessReview. Once a kind
-// is watched it is not asked again.
-func (w *applierWatcher) denied(ctx context.Context, c client.Client, resource schema.GroupVersionResource) (string, error) {
-	w.mu.Lock()
-	watched := w.resources[resource]
-	w.mu.Unlock()
-	if watched {
-		return "", nil
-	}
-	namespaces := w.namespaces
-	if len(namespaces) == 0 {
-		namespaces = []string{""} // cluster-wide
-	}
-	for _, ns := range namespaces {
-		for _, verb := range []string{"list", "watch"} {
-			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb,
-					Group: resource.Group, Version: resource.Version, Resource: resource.Resource}}}
-			if err := c.Create(ctx, review); err != nil {
-				return "", err
-			}
-			if !review.Status.Allowed {
-				if ns == "" {
-					return verb + " (cluster-wide)", nil
-				}
-				return verb + " (in namespace " + ns + ")", nil
-			}
-		}
-	}
-	w.mu.Lock()
-	if w.resources == nil {
-		w.resources = map[schema.GroupVersionResource]bool{}
-	}
-	w.resources[resource] = true
-	w.mu.Unlock()
-	return "", nil
-}
-
-func (w *applierWatcher) ensure(gvk schema.GroupVersionKind) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watching[gvk] {
-		return nil
-	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
-	if err := w.controller.Watch(source.Kind(w.cache, client.Object(obj), w.handler)); err != nil {
-		return fmt.Errorf("failed to watch %s: %w", gvk.GroupKind(), err)
-	}
-	if w.watching == nil {
-		w.watching = map[schema.GroupVersionKind]bool{}
-	}
-	w.watching[gvk] = true
-	w.appliers.watch(gvk)
-	return nil
 }

@@ -51,6 +51,15 @@ func writeScript(t *testing.T, path, body string) {
 	}
 }
 
+// fakeAptGet puts an apt-get on PATH that records its arguments in aptLog; its "install" puts a
+// stub redis-server beside it.
+func fakeAptGet(t *testing.T, bin, aptLog string) {
+	t.Helper()
+	writeScript(t, filepath.Join(bin, "apt-get"), `echo "$*" >> `+aptLog+`
+case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod +x `+bin+`/redis-server ;; esac
+`)
+}
+
 func TestPrereqs(t *testing.T) {
 	script, err := filepath.Abs("prereqs.sh")
 	if err != nil {
@@ -107,10 +116,7 @@ func TestPrereqs(t *testing.T) {
 			args:     []string{"--install"},
 			rootOnly: true,
 			setup: func(t *testing.T, bin, aptLog string) {
-				// A fake apt-get: records its arguments; "install" puts a stub redis-server on PATH.
-				writeScript(t, filepath.Join(bin, "apt-get"), `echo "$*" >> `+aptLog+`
-case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod +x `+bin+`/redis-server ;; esac
-`)
+				fakeAptGet(t, bin, aptLog)
 			},
 			wantOut: []string{"installing redis-server from Debian", "prereqs: ok"},
 			wantApt: []string{"update -qq", "install -y -qq redis-server"},
@@ -120,9 +126,7 @@ case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod
 			env:      []string{"STAGECOACH_INSTALL_PREREQS="},
 			rootOnly: true,
 			setup: func(t *testing.T, bin, aptLog string) {
-				writeScript(t, filepath.Join(bin, "apt-get"), `echo "$*" >> `+aptLog+`
-case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod +x `+bin+`/redis-server ;; esac
-`)
+				fakeAptGet(t, bin, aptLog)
 			},
 			wantOut: []string{"installing redis-server from Debian as root (STAGECOACH_INSTALL_PREREQS=0 refuses)", "prereqs: ok"},
 			wantApt: []string{"update -qq", "install -y -qq redis-server"},
@@ -167,9 +171,7 @@ case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod
 			env:      []string{"STAGECOACH_INSTALL_PREREQS=1"},
 			rootOnly: true,
 			setup: func(t *testing.T, bin, aptLog string) {
-				writeScript(t, filepath.Join(bin, "apt-get"), `echo "$*" >> `+aptLog+`
-case "$1" in install) printf '#!/bin/sh\nexit 0\n' > `+bin+`/redis-server; chmod +x `+bin+`/redis-server ;; esac
-`)
+				fakeAptGet(t, bin, aptLog)
 			},
 			wantOut: []string{"prereqs: ok"},
 			wantApt: []string{"update -qq", "install -y -qq redis-server"},
