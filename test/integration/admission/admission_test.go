@@ -21,10 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stagecoach-dev/stagecoach/controller"
 	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
 )
 
@@ -94,13 +92,7 @@ func grantEveryone(t *testing.T, name string, rule rbacv1.PolicyRule) {
 // as returns a client that acts as the user in the groups, through impersonation.
 func as(t *testing.T, user string, groups ...string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	scheme, err := controller.NewScheme()
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	return c
+	return env.ClientAs(t, user, groups...)
 }
 
 func application(name string, plugin bool) *unstructured.Unstructured {

@@ -70,18 +70,6 @@ func enforcePromotionPolicies(t *testing.T, ns string) {
 	}
 }
 
-// impersonate returns a client acting as the user in the groups (and system:authenticated).
-func impersonate(t *testing.T, user string, groups ...string) client.Client {
-	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	scheme, err := controller.NewScheme()
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	return c
-}
-
 // mayPromoteAndApprove lets the users create and read Promotions and Approvals in ns.
 func mayPromoteAndApprove(t *testing.T, ns string, users ...string) {
 	t.Helper()
@@ -120,8 +108,8 @@ func TestHandPromoterUpTheChainCannotApprove(t *testing.T) {
 	ns := newNamespace(t)
 	enforcePromotionPolicies(t, ns)
 	mayPromoteAndApprove(t, ns, "alice", "bob")
-	alice := impersonate(t, "alice", "release-managers")
-	bob := impersonate(t, "bob", "release-managers")
+	alice := env.ClientAs(t, "alice", "release-managers")
+	bob := env.ClientAs(t, "bob", "release-managers")
 	// The policies take a moment to be enforced: alice may not promote in bob's name.
 	probes := 0
 	g.Eventually(func() error {

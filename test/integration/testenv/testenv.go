@@ -186,3 +186,20 @@ func (e *Env) Author(ctx context.Context) (*stagecoachv1.StageAuthor, error) {
 	}
 	return author, nil
 }
+
+// ClientAs returns a live client acting as user in groups (and system:authenticated, which
+// impersonation does not add by itself), so that RBAC and the admission policies see that user.
+func (e *Env) ClientAs(t *testing.T, user string, groups ...string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		t.Fatalf("failed to build the scheme: %v", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("failed to build a client acting as %s: %v", user, err)
+	}
+	return c
+}
