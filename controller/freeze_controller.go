@@ -75,18 +75,14 @@ func (r *FreezeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // heldStages lists the Stages the Freeze holds now, as namespace/name.
 func (r *FreezeReconciler) heldStages(ctx context.Context, freeze *stagecoachv1.Freeze, now time.Time) ([]string, error) {
-	var opts []client.ListOption
-	if freeze.Spec.NamespaceSelector == nil {
-		opts = append(opts, client.InNamespace(freeze.Namespace))
-	}
-	var stages stagecoachv1.StageList
-	if err := r.List(ctx, &stages, opts...); err != nil {
-		return nil, fmt.Errorf("failed to list the Stages Freeze %s/%s may hold: %w", freeze.Namespace, freeze.Name, err)
+	stages, err := stagesAFreezeMayHold(ctx, r, freeze)
+	if err != nil {
+		return nil, err
 	}
 	nsLabels := map[string]map[string]string{}
 	var held []string
-	for i := range stages.Items {
-		stage := &stages.Items[i]
+	for i := range stages {
+		stage := &stages[i]
 		labels, ok := nsLabels[stage.Namespace]
 		if !ok && freeze.Spec.NamespaceSelector != nil {
 			ns := &corev1.Namespace{}
@@ -101,6 +97,20 @@ func (r *FreezeReconciler) heldStages(ctx context.Context, freeze *stagecoachv1.
 		}
 	}
 	return held, nil
+}
+
+// stagesAFreezeMayHold lists the Stages a Freeze may hold: those of its namespace, or every Stage
+// for a cluster-wide one (plan.ActiveFreezes applies its selectors).
+func stagesAFreezeMayHold(ctx context.Context, c client.Reader, freeze *stagecoachv1.Freeze) ([]stagecoachv1.Stage, error) {
+	var opts []client.ListOption
+	if freeze.Spec.NamespaceSelector == nil {
+		opts = append(opts, client.InNamespace(freeze.Namespace))
+	}
+	var stages stagecoachv1.StageList
+	if err := c.List(ctx, &stages, opts...); err != nil {
+		return nil, fmt.Errorf("failed to list the Stages Freeze %s/%s may hold: %w", freeze.Namespace, freeze.Name, err)
+	}
+	return stages.Items, nil
 }
 
 // SetupWithManager watches Freezes, and Stages (a Stage created or relabelled may be held).

@@ -19,35 +19,85 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
-// promoteGates gathers what the gate chain decides from (only for the gates the Stage asks for:
-// the signature verdict, its Approvals and who promoted the version, the Stages it depends on)
-// and runs plan.PromoteGates. It returns the blocks and every gate's verdict.
+// promoteGates runs plan.PromoteGates on a candidate (automation's chain). It returns the
+// blocks and every gate's verdict.
 func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakGlass bool) ([]stagecoachv1.GateBlock, []stagecoachv1.GateResult, error) {
+	in, err := run.gateInputs(ctx, digest, breakGlass, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	blocks, results := plan.RunGates(plan.PromoteGates, in)
+	return blocks, results, nil
+}
+
+// applyGates runs plan.ApplyGates on a promote about to start. It returns the blocks and every
+// gate's verdict, or why a gate rules the version out for good (refused; then nothing else).
+func (run *promotionRun) applyGates(ctx context.Context, digest string, breakGlass bool) (
+	blocks []stagecoachv1.GateBlock, results []stagecoachv1.GateResult, refused string, err error) {
+	in, err := run.gateInputs(ctx, digest, breakGlass, true)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if refused := plan.Refusal(plan.ApplyGates, in); refused != "" {
+		return nil, nil, refused, nil
+	}
+	blocks, results = plan.RunGates(plan.ApplyGates, in)
+	return blocks, results, "", nil
+}
+
+// gateInputs gathers what the gate chain decides from, only for the gates the Stage asks for:
+// the signature verdict, its Approvals and who promoted the version, the Stages it depends on,
+// the API server's version and, when the promote is about to apply, what a follower's upstream
+// records say of it.
+func (run *promotionRun) gateInputs(ctx context.Context, digest string, breakGlass, applying bool) (plan.GateInputs, error) {
 	stage := run.stage
 	in := plan.GateInputs{Stage: stage, Digest: digest, BreakGlass: breakGlass, Now: run.now, MatchVersion: matchVersion}
 	var err error
 	if plan.Asks(stage, stagecoachv1.GateSignature) {
 		if in.Signature, err = run.r.signatureVerdict(ctx, stage, digest, run.now); err != nil {
-			return nil, nil, err
+			return in, err
 		}
 	}
 	if plan.Asks(stage, stagecoachv1.GateApprovals) {
 		if in.Approvals, in.Promoters, err = run.approvals(ctx, digest); err != nil {
-			return nil, nil, err
+			return in, err
 		}
 	}
 	if plan.Asks(stage, stagecoachv1.GateDependsOn) {
 		if in.Dependencies, err = run.dependencies(ctx); err != nil {
-			return nil, nil, err
+			return in, err
 		}
 	}
 	if plan.Asks(stage, stagecoachv1.GatePrereqs) && run.r.ServerVersion != nil {
 		if in.KubernetesVersion, err = run.r.ServerVersion(ctx); err != nil {
-			return nil, nil, fmt.Errorf("failed to read the API server's version for Stage %q: %w", stage.Name, err)
+			return in, fmt.Errorf("failed to read the API server's version for Stage %q: %w", stage.Name, err)
 		}
 	}
-	blocks, results := plan.RunGates(plan.PromoteGates, in)
-	return blocks, results, nil
+	if applying && plan.Asks(stage, stagecoachv1.GatePublished) {
+		if in.Published, err = run.published(ctx, digest); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// published reads a follower's upstream records afresh before a promote starts: a version they
+// do not show verified waits (NotPublished) until the follower reads them again, one they
+// exclude fails for good. Nil without a follower (the manager always sets one up): the gate
+// then holds the version.
+func (run *promotionRun) published(ctx context.Context, digest string) (*plan.PublishedVerdict, error) {
+	if run.r.Follower == nil {
+		return nil, nil
+	}
+	v, err := run.r.Follower.Published(ctx, run.stage, digest, run.now)
+	if err != nil {
+		return nil, err
+	}
+	if v.Block != nil && !v.Excluded {
+		until := metav1.NewTime(run.now.Add(run.r.Follower.RecheckAfter()))
+		v.Block.Until = &until
+	}
+	return &v, nil
 }
 
 // approvals lists the Stage's Approvals and who promoted digest by hand, here or in any Stage up
@@ -75,11 +125,11 @@ func (run *promotionRun) approvals(ctx context.Context, digest string) ([]stagec
 		return nil, nil, err
 	}
 	for _, key := range chain {
-		var upstream stagecoachv1.PromotionList
-		if err := run.r.List(ctx, &upstream, client.InNamespace(key.Namespace), client.MatchingFields{promotionStageIndexKey: key.Name}); err != nil {
-			return nil, nil, fmt.Errorf("failed to list the Promotions of upstream Stage %s of Stage %q: %w", key, stage.Name, err)
+		upstream, err := stagePromotions(ctx, run.r, key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("upstream of Stage %q: %w", stage.Name, err)
 		}
-		promoters = append(promoters, plan.Promoters(digest, upstream.Items, run.r.Identity)...)
+		promoters = append(promoters, plan.Promoters(digest, upstream, run.r.Identity)...)
 	}
 	return approvals.Items, promoters, nil
 }
@@ -176,6 +226,13 @@ func (r *StageReconciler) signatureVerifier(ctx context.Context, stage *stagecoa
 	for _, id := range src.Verify.MatchOIDCIdentity {
 		identities = append(identities, verify.Identity{Issuer: id.Issuer, Subject: id.Subject})
 	}
+	trustedRoot, rootBlock, err := registry.TrustedRoot(ctx, r.APIReader, stage, src.Verify.TrustedRoot)
+	if err != nil {
+		return nil, err
+	}
+	if rootBlock != nil {
+		return always(&plan.SignatureVerdict{Block: rootBlock})
+	}
 	keychain, credBlock, err := registry.Keychain(ctx, r.APIReader, stage, src.SecretRef)
 	if err != nil {
 		return nil, err
@@ -183,8 +240,8 @@ func (r *StageReconciler) signatureVerifier(ctx context.Context, stage *stagecoa
 	if credBlock != nil {
 		return always(&plan.SignatureVerdict{Block: credBlock})
 	}
-	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, Keychain: keychain, Insecure: src.Insecure, Cache: r.verdicts,
-		Transport: r.RegistryTransport})
+	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, TrustedRoot: trustedRoot, Keychain: keychain, Insecure: src.Insecure,
+		Cache: r.verdicts, Transport: r.RegistryTransport})
 	if err != nil {
 		return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify signatures: %v", stage.Name, err), nil))
 	}
@@ -198,7 +255,8 @@ func (r *StageReconciler) signatureVerifier(ctx context.Context, stage *stagecoa
 			return blocked(stagecoachv1.ReasonVerificationUnavailable, fmt.Sprintf("cannot check the signature of %s: %v", digest, err), &retry), nil
 		}
 		if !verdict.Verified {
-			// A signature pushed later is seen once the cached verdict expires.
+			// A signature pushed later is seen at the source's next listing, or once the cached
+			// verdict expires.
 			retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
 			return blocked(verdict.Reason, verdict.Message, &retry), nil
 		}

@@ -198,7 +198,7 @@ func (run *promotionRun) annotateVerified(ctx context.Context, p *stagecoachv1.P
 // fleet's Applications are annotated together, by the rollout).
 func (run *promotionRun) annotateEnded(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
 	a := run.r.annotator
-	if _, fleet := run.applier.(*fleetEngine); a == nil || run.obj == nil || fleet {
+	if a == nil || !run.annotatesApplier() {
 		return run.annotate(ctx, p, phase)
 	}
 	// One write queued or in flight is enough: the worker retries it until it lands.
@@ -255,4 +255,23 @@ func (run *promotionRun) catchUpAnnotations(ctx context.Context) error {
 		return run.annotateEnded(ctx, p, phase)
 	}
 	return nil
+}
+
+// annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
+func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
+	if !run.annotatesApplier() {
+		return nil
+	}
+	orig := annotationBase(run.obj)
+	setPromotionAnnotations(run.obj, p, phase)
+	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to annotate %s %q: %w", run.obj.GetKind(), run.obj.GetName(), err)
+	}
+	return nil
+}
+
+// annotatesApplier reports whether the applier object carries the Promotion annotations: it is
+// readable, and is not a fleet's ApplicationSet (its Applications say it per target).
+func (run *promotionRun) annotatesApplier() bool {
+	return run.obj != nil && (run.rollout == nil || run.rollout.phaseOnApplier())
 }

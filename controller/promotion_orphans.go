@@ -17,19 +17,18 @@ func (r *StageReconciler) orphans(ctx context.Context, stage client.ObjectKey) e
 	if r.Observer != nil {
 		r.Observer.Forget(stage.Namespace, stage.Name) // a deleted Stage's series go with it
 	}
-	var list stagecoachv1.PromotionList
-	if err := r.List(ctx, &list, client.InNamespace(stage.Namespace), client.MatchingFields{promotionStageIndexKey: stage.Name}); err != nil {
-		return fmt.Errorf("failed to list the Promotions of missing Stage %s: %w", stage, err)
+	promotions, err := stagePromotions(ctx, r, stage)
+	if err != nil {
+		return fmt.Errorf("missing Stage: %w", err)
 	}
 	status := promotionStatus{c: r.Client, now: r.clock().Now()}
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range promotions {
+		p := &promotions[i]
 		phase, message, write := plan.Orphaned(p, stage)
 		if !write {
 			continue
 		}
 		status.track(p)
-		var err error
 		if phase == stagecoachv1.PhaseAborted {
 			err = status.finish(ctx, p, phase, message)
 		} else {

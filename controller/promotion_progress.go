@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,17 +26,44 @@ func (run *promotionRun) progressRunning(ctx context.Context, running *stagecoac
 	return run.progress(ctx, running)
 }
 
-// progress moves a running Promotion one step, from what the applier reports (plan.Progress).
+// progress moves a running Promotion one step through the Stage's rollout.
 func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion) (time.Duration, error) {
-	stage, version := run.stage, p.Status.Version
-	if version == nil || version.Digest == "" {
+	if version := p.Status.Version; version == nil || version.Digest == "" {
 		return 0, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "the Promotion has no version to apply")
 	}
-	if fleet, ok := run.applier.(*fleetEngine); ok {
-		return run.progressWaves(ctx, p, fleet)
-	}
-	obs := run.applier.Observe(run.obj, version.Digest)
-	if live, ok := run.applier.(alreadyLiveChecker); ok && obs.Phase == applier.Progressing && p.Status.AppliedAt != nil {
+	return run.rollout.step(ctx, run, p)
+}
+
+// A rollout is how a Promotion's version reaches what runs (the progress strategy), chosen with
+// the applier (stage_engine.go): one applier object (applierRollout, below) or the Applications
+// of an ApplicationSet, wave by wave (fleetRollout, promotion_waves.go). The loop, progress and
+// finish go through it and never ask which one it is.
+type rollout interface {
+	// revision is the version running now: "" when none is, or while a fleet's targets differ.
+	revision(run *promotionRun) string
+	// step moves a running Promotion one step: apply, observe the engine, landed, verify.
+	step(ctx context.Context, run *promotionRun, p *stagecoachv1.Promotion) (time.Duration, error)
+	// phaseOnApplier reports whether the applier object carries the Promotion annotations (a
+	// fleet's Applications carry theirs, written per target by the rollout).
+	phaseOnApplier() bool
+}
+
+// applierRollout writes the version to one applier object and reads the engine's proof there.
+type applierRollout struct {
+	applier applier.Applier
+}
+
+var _ rollout = applierRollout{}
+
+func (a applierRollout) revision(run *promotionRun) string { return a.applier.Revision(run.obj) }
+
+func (applierRollout) phaseOnApplier() bool { return true }
+
+// step moves the Promotion one step, from what the applier reports (plan.Progress).
+func (a applierRollout) step(ctx context.Context, run *promotionRun, p *stagecoachv1.Promotion) (time.Duration, error) {
+	stage, version := run.stage, p.Status.Version
+	obs := a.applier.Observe(run.obj, version.Digest)
+	if live, ok := a.applier.(alreadyLiveChecker); ok && obs.Phase == applier.Progressing && p.Status.AppliedAt != nil {
 		// A rollback after a sync the cluster refused: Argo CD finds the old version running and
 		// starts no sync, so the proof is its comparison after the write.
 		if at, ok := live.AlreadyLive(run.obj, version.Digest, p.Status.AppliedAt.Time); ok {
@@ -50,38 +76,55 @@ func (run *promotionRun) progress(ctx context.Context, p *stagecoachv1.Promotion
 		run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, obs.Reason, obs.Message)
 	}
 	d := plan.Progress(p, obs, run.now, stage.GetGrace(), stage.GetProgressDeadline())
-	now := metav1.NewTime(run.now)
 	switch d.Step {
 	case plan.StepApply:
-		if applied, err := run.apply(ctx, p); err != nil || !applied {
+		if applied, err := a.apply(ctx, run, p); err != nil || !applied {
 			return 0, err
 		}
-		p.Status.AppliedAt = &now
+		run.markApplied(p, "")
 		p.Status.Message = "applied " + versionString(version) + "; waiting for the engine"
-		run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventPromoted, fmt.Sprintf("Promoted %s to %s", stage.Name, versionString(version)),
-			fmt.Sprintf("Stagecoach promoted %s to %s", stage.Name, versionString(version)))
 		// Look again by the deadline even if the engine never writes.
 		d.RequeueAfter = stage.GetProgressDeadline()
 	case plan.StepLanded:
-		p.Status.LandedAt = &now
+		run.markLanded(p, d.Message)
 		p.Status.Message = d.Message
-		run.announceLanded(p, d.Message)
 	case plan.StepUnlanded:
 		p.Status.LandedAt = nil
 		p.Status.Message = d.Message
 	case plan.StepWait:
 		p.Status.Message = d.Message
 	case plan.StepVerify:
-		if p.Status.LandedAt == nil {
-			// Without a grace period, landing and verifying are one step.
-			p.Status.LandedAt = &now
-			run.announceLanded(p, d.Message)
-		}
+		// Without a grace period, landing and verifying are one step.
+		run.markLanded(p, d.Message)
 		return 0, run.verify(ctx, p, d.Message)
 	case plan.StepFail:
 		return 0, run.finishFailed(ctx, p, d.Reason, d.Message)
 	}
 	return d.RequeueAfter, run.status.save(ctx, p)
+}
+
+// markApplied stamps the Promotion's first write (the progress deadline counts from it) and
+// announces it; how says how it was written ("" for one object).
+func (run *promotionRun) markApplied(p *stagecoachv1.Promotion, how string) {
+	if p.Status.AppliedAt != nil {
+		return
+	}
+	now := metav1.NewTime(run.now)
+	p.Status.AppliedAt = &now
+	version := versionString(p.Status.Version)
+	run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventPromoted, fmt.Sprintf("Promoted %s to %s%s", run.stage.Name, version, how),
+		fmt.Sprintf("Stagecoach promoted %s to %s", run.stage.Name, version))
+}
+
+// markLanded stamps when the version landed, once, and announces it with the engine's evidence.
+func (run *promotionRun) markLanded(p *stagecoachv1.Promotion, evidence string) {
+	if p.Status.LandedAt != nil {
+		return
+	}
+	now := metav1.NewTime(run.now)
+	p.Status.LandedAt = &now
+	msg := fmt.Sprintf("%s landed in %s: %s", versionString(p.Status.Version), run.stage.Name, evidence)
+	run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventLanded, msg, msg)
 }
 
 // alreadyLiveChecker is an applier that can prove a version live without a sync of it
@@ -114,50 +157,11 @@ func (run *promotionRun) verify(ctx context.Context, p *stagecoachv1.Promotion, 
 	return run.finishVerified(ctx, p, evidence)
 }
 
-func (run *promotionRun) announceLanded(p *stagecoachv1.Promotion, evidence string) {
-	msg := fmt.Sprintf("%s landed in %s: %s", versionString(p.Status.Version), run.stage.Name, evidence)
-	run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventLanded, msg, msg)
-}
-
-// adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
-// was there before Stagecoach, so it is nobody else's write, and the first promote may replace
-// it. The takeover is recorded once (status.adopted, even when the applier holds nothing), on the
-// first reconcile with a usable applier; what someone else writes after that is a foreign write
-// and freezes the Stage. status.adopted is the record: no Event (one per Stage at an install of
-// 5,000 Stages was noise on the API server, issue 21).
-func (run *promotionRun) adopt(ctx context.Context) error {
-	stage := run.stage
-	if !plan.NeedsAdoption(stage, run.promotions) {
-		return nil
-	}
-	current := run.applier.Revision(run.obj)
-	stage.Status.Adopted = &stagecoachv1.AdoptedRevision{Revision: current, At: metav1.NewTime(run.now)}
-	stage.Status.LastAppliedDigest = current
-	// Saved by the status write at the end of the reconcile (one write per Stage at a first
-	// start, not two), or by apply before it writes over the baseline.
-	run.adoptionUnsaved = true
-	return nil
-}
-
-// saveAdoption writes the Stage's status if it holds a takeover not saved yet: the baseline is
-// saved before anything is written over it, so that a crash in between never takes the old value
-// for someone else's, nor loses what the Stage took over.
-func (run *promotionRun) saveAdoption(ctx context.Context) error {
-	if !run.adoptionUnsaved {
-		return nil
-	}
-	if err := run.commit(ctx); err != nil {
-		return err
-	}
-	run.adoptionUnsaved = false
-	return nil
-}
-
 // apply writes the version to the applier once. A value there that Stagecoach did not write
 // (plan.IsForeignWrite) freezes the Stage instead of being overwritten.
-func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
+func (a applierRollout) apply(ctx context.Context, run *promotionRun, p *stagecoachv1.Promotion) (bool, error) {
 	stage, digest := run.stage, p.Status.Version.Digest
-	current := run.applier.Revision(run.obj)
+	current := a.applier.Revision(run.obj)
 	if plan.IsForeignWrite(stage, run.promotions, current, digest) {
 		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) and promote again",
 			run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
@@ -179,11 +183,11 @@ func (run *promotionRun) apply(ctx context.Context, p *stagecoachv1.Promotion) (
 		return false, err
 	}
 	version := applier.Version{Digest: digest, Tag: p.Status.Version.Tag}
-	if ssa, ok := run.applier.(serverSideApplier); ok {
+	if ssa, ok := a.applier.(serverSideApplier); ok {
 		return run.applyServerSide(ctx, p, ssa, version)
 	}
 	orig := annotationBase(run.obj)
-	if err := run.applier.SetRevision(run.obj, version, run.now); err != nil {
+	if err := a.applier.SetRevision(run.obj, version, run.now); err != nil {
 		return false, err
 	}
 	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
@@ -218,17 +222,4 @@ func (run *promotionRun) applyServerSide(ctx context.Context, p *stagecoachv1.Pr
 	}
 	run.obj = cfg // the object as the API server returned it
 	return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
-}
-
-// annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
-func (run *promotionRun) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
-	if _, fleet := run.applier.(*fleetEngine); run.obj == nil || fleet {
-		return nil // the applier is gone or unreadable; a fleet's Applications say it per target
-	}
-	orig := annotationBase(run.obj)
-	setPromotionAnnotations(run.obj, p, phase)
-	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to annotate %s %q: %w", run.obj.GetKind(), run.obj.GetName(), err)
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/waves"
 )
 
 // queue decides which Promotion runs (plan.Queue) and acts on the rest: Freeze and Unfreeze
@@ -17,18 +18,8 @@ import (
 // aborted. It returns the running Promotion and the next to start.
 func (run *promotionRun) queue(ctx context.Context) (running, next *stagecoachv1.Promotion, err error) {
 	q := plan.Queue(run.promotions)
-	for _, p := range q.Controls {
-		if p.Spec.Action == stagecoachv1.ActionAbort {
-			// Cancels the running Promotion (promotion_waves.go): nothing runs after it.
-			if err := run.abort(ctx, p, q.Running); err != nil {
-				return nil, nil, err
-			}
-			q.Running = nil
-			continue
-		}
-		if err := run.control(ctx, p); err != nil {
-			return nil, nil, err
-		}
+	if err := run.runControls(ctx, &q); err != nil {
+		return nil, nil, err
 	}
 	for _, p := range q.Superseded {
 		if err := run.status.finish(ctx, p, stagecoachv1.PhaseAborted, fmt.Sprintf("superseded by a newer automatic Promotion of Stage %s", run.stage.Name)); err != nil {
@@ -54,6 +45,12 @@ func (run *promotionRun) controls(ctx context.Context) error {
 		return err
 	}
 	q := plan.Queue(run.promotions)
+	return run.runControls(ctx, &q)
+}
+
+// runControls carries out the queue's Abort, Freeze and Unfreeze Promotions at once. An Abort
+// cancels the running Promotion: nothing runs after it in this reconcile.
+func (run *promotionRun) runControls(ctx context.Context, q *plan.Queued) error {
 	for _, p := range q.Controls {
 		if p.Spec.Action == stagecoachv1.ActionAbort {
 			if err := run.abort(ctx, p, q.Running); err != nil {
@@ -69,6 +66,42 @@ func (run *promotionRun) controls(ctx context.Context) error {
 	return nil
 }
 
+// abort carries out an Abort Promotion: the running Promotion ends Aborted with the reason, a
+// fleet rollout stops where it is (nothing more is written, nothing is rolled back), and
+// automation holds until a person promotes.
+func (run *promotionRun) abort(ctx context.Context, a, running *stagecoachv1.Promotion) error {
+	stage := run.stage
+	if running == nil {
+		return run.status.finish(ctx, a, stagecoachv1.PhaseFailed, fmt.Sprintf("nothing to abort: no Promotion of Stage %s is running", stage.Name))
+	}
+	reason := a.Spec.Reason
+	if reason == "" {
+		reason = "no reason given"
+	}
+	msg := fmt.Sprintf("aborted by Promotion %s: %s", a.Name, reason)
+	if a.Spec.RequestedBy != "" {
+		msg = fmt.Sprintf("aborted by %s with Promotion %s: %s", a.Spec.RequestedBy, a.Name, reason)
+	}
+	digest := ""
+	if running.Status.Version != nil {
+		digest = running.Status.Version.Digest
+	}
+	stage.Status.Waves = waves.Abort(stage.Status.Waves, digest, msg, run.now)
+	if running.Status.Version != nil {
+		plan.AddHistory(&stage.Status, run.historyEntry(running, stagecoachv1.PhaseAborted))
+	}
+	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonAborted, Promotion: running.Name, Since: metav1.NewTime(run.now),
+		Message: fmt.Sprintf("automatic promotion is held since %s was aborted: promote a version by hand to resume", running.Name)}
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	run.event(running, corev1.EventTypeWarning, stagecoachv1.ReasonAborted, "Promotion %s %s", running.Name, msg)
+	if err := run.status.finish(ctx, running, stagecoachv1.PhaseAborted, msg); err != nil {
+		return err
+	}
+	return run.status.finish(ctx, a, stagecoachv1.PhaseSucceeded, fmt.Sprintf("Promotion %s aborted", running.Name))
+}
+
 // control carries out a Freeze or Unfreeze Promotion at once.
 func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion) error {
 	stage := run.stage
@@ -81,11 +114,11 @@ func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion)
 	message := "the Stage is unfrozen"
 	// A person looked at what someone else wrote to the applier and accepts it: the next
 	// promote may write over it.
-	if run.applier == nil || run.obj == nil {
+	if run.rollout == nil || run.obj == nil {
 		// The applier cannot be read now: there is nothing written to accept.
 		return run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, message)
 	}
-	if current := run.applier.Revision(run.obj); current != stage.Status.LastAppliedDigest {
+	if current := run.rollout.revision(run); current != stage.Status.LastAppliedDigest {
 		stage.Status.LastAppliedDigest = current
 		message += fmt.Sprintf("; %q on %s '%s' is accepted as written", current, run.obj.GetKind(), run.obj.GetName())
 	}

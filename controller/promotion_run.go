@@ -6,23 +6,24 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
 // A Promotion's path through one reconcile visits each room once, in order:
 //
-//	promotion_run.go       this loop: gather the Stage's Promotions and Freezes, adopt the applier
-//	promotion_queue.go     which Promotion runs: controls, superseded, the next to start, waiting
-//	promotion_start.go     admission, the gate chain (gates.go gathers its inputs), checks before apply
-//	promotion_progress.go  apply, observe the engine, landed, verification checks
-//	promotion_finish.go    verified, failed, rollback, history
-//	promotion_automation.go  the source's candidate and the automatic Promotion
+//	promotion_run.go         this loop: gather the Stage's Promotions and Freezes, adopt the applier
+//	promotion_queue.go       which Promotion runs: controls (Abort, Freeze, Unfreeze), superseded, waiting
+//	promotion_automation.go  only when nothing runs or waits: the source's candidate, as a Promotion
+//	promotion_start.go       admission, the gate chain (gates.go gathers its inputs), checks before apply
+//	promotion_progress.go    the rollout moves it one step: apply, observe the engine, landed,
+//	                         verification checks (a fleet's rollout: promotion_waves.go, same rooms)
+//	promotion_finish.go      verified, failed, rollback, history
 //
 // (promotion_orphans.go answers for Promotions whose Stage does not exist, from Reconcile.)
 //
@@ -52,10 +53,11 @@ import (
 
 // promotionRun carries what one reconcile knows while it moves a Stage's Promotions forward.
 type promotionRun struct {
-	r       *StageReconciler
-	stage   *stagecoachv1.Stage
-	obj     *unstructured.Unstructured
-	applier applier.Applier
+	r     *StageReconciler
+	stage *stagecoachv1.Stage
+	obj   *unstructured.Unstructured
+	// rollout takes a Promotion's version to what runs; nil when the applier cannot be used.
+	rollout rollout
 	now     time.Time
 	// commit writes the Stage's status now; used before a Promotion finishes, so that a crash
 	// between the two writes never loses a history entry (the entry is keyed by Promotion).
@@ -74,14 +76,14 @@ type promotionRun struct {
 	adoptionUnsaved bool
 }
 
-func (r *StageReconciler) newPromotionRun(stage *stagecoachv1.Stage, obj *unstructured.Unstructured, engine applier.Applier, commit func(context.Context) error) *promotionRun {
+func (r *StageReconciler) newPromotionRun(stage *stagecoachv1.Stage, obj *unstructured.Unstructured, ro rollout, commit func(context.Context) error) *promotionRun {
 	now := r.clock().Now()
-	return &promotionRun{r: r, stage: stage, obj: obj, applier: engine, now: now, commit: commit,
+	return &promotionRun{r: r, stage: stage, obj: obj, rollout: ro, now: now, commit: commit,
 		status: promotionStatus{c: r.Client, now: now, observer: r.Observer}}
 }
 
-// reconcilePromotions moves the Stage's Promotions one step: queue, start, progress, finish;
-// then lets automation offer the next candidate. It returns when to look again.
+// reconcilePromotions moves the Stage's Promotions one step: queue, automation when nothing
+// runs or waits, start, progress, finish. It returns when to look again.
 func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration, error) {
 	if err := run.listPromotions(ctx); err != nil {
 		return 0, err
@@ -99,42 +101,37 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 	if err != nil {
 		return 0, err
 	}
-	if running == nil && next != nil {
+	if running == nil && next == nil {
+		run.setPromotingIdle()
+		created, err := run.automate(ctx)
+		if err != nil || created == nil {
+			// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at
+			// again, and neither does a registry.
+			var blocks []stagecoachv1.GateBlock
+			if c := run.stage.Status.Candidate; c != nil {
+				blocks = c.BlockedBy
+			}
+			return soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
+		}
+		next = created // nothing else waits: start it now rather than on the next event
+	}
+	if running == nil {
 		started, err := run.start(ctx, next)
 		if err != nil || !started {
 			return run.holdEnds(), err // a Freeze or a gate may hold it: look again when it opens
 		}
 		running = next
 	}
-	if running != nil {
-		return run.progressRunning(ctx, running)
-	}
-	run.setPromotingIdle()
-	created, err := run.automate(ctx)
-	if err != nil || created == nil {
-		// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at again,
-		// and neither does a registry.
-		var blocks []stagecoachv1.GateBlock
-		if c := run.stage.Status.Candidate; c != nil {
-			blocks = c.BlockedBy
-		}
-		return soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
-	}
-	// Nothing else waits: start the new Promotion now rather than on the next event.
-	if started, err := run.start(ctx, created); err != nil || !started {
-		return 0, err
-	}
-	return run.progressRunning(ctx, created)
+	return run.progressRunning(ctx, running)
 }
 
 // listPromotions reads the Stage's Promotions (from the cache, by index).
 func (run *promotionRun) listPromotions(ctx context.Context) error {
-	var list stagecoachv1.PromotionList
-	if err := run.r.List(ctx, &list, client.InNamespace(run.stage.Namespace),
-		client.MatchingFields{promotionStageIndexKey: run.stage.Name}); err != nil {
-		return fmt.Errorf("failed to list the Promotions of Stage %q: %w", run.stage.Name, err)
+	promotions, err := stagePromotions(ctx, run.r, client.ObjectKeyFromObject(run.stage))
+	if err != nil {
+		return err
 	}
-	run.promotions = list.Items
+	run.promotions = promotions
 	for i := range run.promotions {
 		run.status.track(&run.promotions[i])
 	}
@@ -185,4 +182,38 @@ func soonest(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
+// was there before Stagecoach, so it is nobody else's write, and the first promote may replace
+// it. The takeover is recorded once (status.adopted, even when the applier holds nothing), on the
+// first reconcile with a usable applier; what someone else writes after that is a foreign write
+// and freezes the Stage. status.adopted is the record: no Event (one per Stage at an install of
+// 5,000 Stages was noise on the API server, issue 21).
+func (run *promotionRun) adopt(ctx context.Context) error {
+	stage := run.stage
+	if !plan.NeedsAdoption(stage, run.promotions) {
+		return nil
+	}
+	current := run.rollout.revision(run)
+	stage.Status.Adopted = &stagecoachv1.AdoptedRevision{Revision: current, At: metav1.NewTime(run.now)}
+	stage.Status.LastAppliedDigest = current
+	// Saved by the status write at the end of the reconcile (one write per Stage at a first
+	// start, not two), or by apply before it writes over the baseline.
+	run.adoptionUnsaved = true
+	return nil
+}
+
+// saveAdoption writes the Stage's status if it holds a takeover not saved yet: the baseline is
+// saved before anything is written over it, so that a crash in between never takes the old value
+// for someone else's, nor loses what the Stage took over.
+func (run *promotionRun) saveAdoption(ctx context.Context) error {
+	if !run.adoptionUnsaved {
+		return nil
+	}
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	run.adoptionUnsaved = false
+	return nil
 }

@@ -28,21 +28,12 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 
 	var gates []stagecoachv1.GateResult
 	if admission.RunGates {
-		blocks, results, err := run.promoteGates(ctx, p.Spec.Version.Digest, p.Spec.BreakGlass)
-		if err != nil {
-			return false, err
-		}
-		// A follower of upstream records reads them afresh before it promotes (records.go).
-		published, passed, refused, err := run.publishedGate(ctx, p.Spec.Version.Digest)
+		blocks, results, refused, err := run.applyGates(ctx, p.Spec.Version.Digest, p.Spec.BreakGlass)
 		switch {
 		case err != nil:
 			return false, err
 		case refused != "":
 			return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "not applied: "+refused)
-		case published != nil:
-			blocks = append(blocks, *published)
-		case passed != nil:
-			results = append(results, *passed)
 		}
 		if len(blocks) > 0 {
 			run.gateEnds = plan.BlocksEnd(blocks, run.now)

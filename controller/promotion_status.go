@@ -21,7 +21,8 @@ import (
 // Most steps write once, at their end. Two write in the middle, for crash safety: the
 // verification checks' verdicts are saved before the Promotion finishes (so a restart does not
 // run them again on a verified version), and a Promotion is marked Running before it applies
-// (so a restart never applies twice without knowing it).
+// (so a restart never applies twice without knowing it). The recorder writes through it too
+// (saveRecord), from copies it reads live.
 type promotionStatus struct {
 	c   client.Client
 	now time.Time
@@ -69,6 +70,18 @@ func (w *promotionStatus) save(ctx context.Context, p *stagecoachv1.Promotion) e
 			// Metrics never hold a Promotion back.
 			ctrl.LoggerFrom(ctx).Error(err, "failed to observe the landing of a Promotion", "promotion", p.Name)
 		}
+	}
+	return nil
+}
+
+// saveRecord changes what a Promotion says of its record (status.recording, status.record) with
+// an optimistic lock. p is a live copy the recorder just read (not one this reconcile tracks),
+// so the patch is of what change does to it, and nothing else is written.
+func (w *promotionStatus) saveRecord(ctx context.Context, p *stagecoachv1.Promotion, change func(*stagecoachv1.Promotion)) error {
+	before := p.DeepCopy()
+	change(p)
+	if err := w.c.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to update the record of Promotion %q: %w", p.Name, err)
 	}
 	return nil
 }

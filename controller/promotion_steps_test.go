@@ -109,7 +109,7 @@ func newStepEnv(t *testing.T, f stepFixture) *stepEnv {
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(app), obj); err != nil {
 		t.Fatal(err)
 	}
-	run := r.newPromotionRun(stage, obj, applier.For(appGVK.GroupKind(), applier.Options{}), writer.commit)
+	run := r.newPromotionRun(stage, obj, applierRollout{applier: applier.For(appGVK.GroupKind(), applier.Options{})}, writer.commit)
 	if err := run.listPromotions(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,24 +8,22 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
-	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/waves"
 )
 
-// progressWaves moves a fleet rollout one step: it observes every target, lets the scheduler
+// step moves a fleet rollout one step: it observes every target, lets the scheduler
 // (waves.Schedule) decide, writes status.waves, promotes the targets the decision starts, and
 // finishes the Promotion when every wave completed (verified) or the rollout halted (failed, and
 // rolled back by finishFailed when rollback is automatic).
-func (run *promotionRun) progressWaves(ctx context.Context, p *stagecoachv1.Promotion, fleet *fleetEngine) (time.Duration, error) {
+func (fleet *fleetRollout) step(ctx context.Context, run *promotionRun, p *stagecoachv1.Promotion) (time.Duration, error) {
 	stage, version := run.stage, p.Status.Version
-	in, recheck := run.wavesInput(p, fleet)
+	in, recheck := fleet.observe(run, p)
 	rollback := p.Spec.Action == stagecoachv1.ActionRollback
 	d := waves.Schedule(in)
 	stage.Status.Waves = d.Waves
@@ -57,14 +55,11 @@ func (run *promotionRun) progressWaves(ctx context.Context, p *stagecoachv1.Prom
 	case d.Halted:
 		return 0, run.finishFailed(ctx, p, stagecoachv1.ReasonWaveFailed, d.Message)
 	case d.Complete:
-		now := metav1.NewTime(run.now)
 		if p.Status.AppliedAt == nil {
+			now := metav1.NewTime(run.now)
 			p.Status.AppliedAt = &now // every target already ran the version
 		}
-		if p.Status.LandedAt == nil {
-			p.Status.LandedAt = &now
-			run.announceLanded(p, d.Message)
-		}
+		run.markLanded(p, d.Message)
 		return 0, run.verify(ctx, p, d.Message)
 	}
 
@@ -74,16 +69,11 @@ func (run *promotionRun) progressWaves(ctx context.Context, p *stagecoachv1.Prom
 		// leave the failed version running longer.
 		start = waves.PendingTargets(in.Targets)
 	}
-	if err := run.promoteTargets(ctx, p, fleet, start); err != nil {
+	if err := fleet.promote(ctx, run, p, start); err != nil {
 		return 0, err
 	}
-	if len(start) > 0 && p.Status.AppliedAt == nil {
-		now := metav1.NewTime(run.now)
-		p.Status.AppliedAt = &now
-		run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventPromoted, fmt.Sprintf("Promoted %s to %s, wave by wave", stage.Name, versionString(version)),
-			fmt.Sprintf("Stagecoach promoted %s to %s", stage.Name, versionString(version)))
-	}
 	if len(start) > 0 {
+		run.markApplied(p, ", wave by wave")
 		stage.Status.LastAppliedDigest = version.Digest
 		// The started targets are syncing now: say so, rather than until the next reconcile.
 		in.Targets = markSyncing(in.Targets, start)
@@ -95,9 +85,9 @@ func (run *promotionRun) progressWaves(ctx context.Context, p *stagecoachv1.Prom
 	return untilEarliest(run.now, d.NextCheck, recheck), run.status.save(ctx, p)
 }
 
-// wavesInput observes each target for the Promotion's digest. It also returns the earliest time
-// a target's phase changes by time alone (a grace or a deadline ends).
-func (run *promotionRun) wavesInput(p *stagecoachv1.Promotion, fleet *fleetEngine) (waves.Input, time.Time) {
+// observe observes each target for the Promotion's digest, as the scheduler's input. It also
+// returns the earliest time a target's phase changes by time alone (a grace or a deadline ends).
+func (fleet *fleetRollout) observe(run *promotionRun, p *stagecoachv1.Promotion) (waves.Input, time.Time) {
 	stage, digest := run.stage, p.Status.Version.Digest
 	grace, deadline := stage.GetGrace(), stage.GetProgressDeadline()
 	targets := slices.Clone(fleet.targets)
@@ -121,16 +111,16 @@ func (run *promotionRun) wavesInput(p *stagecoachv1.Promotion, fleet *fleetEngin
 		Previous: stage.Status.Waves, Now: run.now, Suspended: stage.Spec.Suspend}, recheck
 }
 
-// promoteWrites is how many Applications promoteTargets writes at once. One at a time, a wave
+// promoteWrites is how many Applications promote writes at once. One at a time, a wave
 // of 18 took 3 s of writes before its last Application could begin to sync (issue 17); the
 // bound keeps a wave of hundreds from bursting the API server.
 const promoteWrites = 16
 
-// promoteTargets writes the version to each named Application the way the single-Application
+// promote writes the version to each named Application the way the single-Application
 // applier does (targetRevision or the plugin env, and a refresh), and stamps when, for that
 // target's own progress deadline. The targets of one step are written at once: they start
 // together, and each is its own object.
-func (run *promotionRun) promoteTargets(ctx context.Context, p *stagecoachv1.Promotion, fleet *fleetEngine, names []string) error {
+func (fleet *fleetRollout) promote(ctx context.Context, run *promotionRun, p *stagecoachv1.Promotion, names []string) error {
 	if len(names) > 0 {
 		if err := run.saveAdoption(ctx); err != nil {
 			return err
@@ -195,40 +185,4 @@ func untilEarliest(now time.Time, ts ...time.Time) time.Duration {
 		return 0
 	}
 	return max(first.Sub(now), time.Second)
-}
-
-// abort carries out an Abort Promotion: the running Promotion ends Aborted with the reason, a
-// fleet rollout stops where it is (nothing more is written, nothing is rolled back), and
-// automation holds until a person promotes.
-func (run *promotionRun) abort(ctx context.Context, a, running *stagecoachv1.Promotion) error {
-	stage := run.stage
-	if running == nil {
-		return run.status.finish(ctx, a, stagecoachv1.PhaseFailed, fmt.Sprintf("nothing to abort: no Promotion of Stage %s is running", stage.Name))
-	}
-	reason := a.Spec.Reason
-	if reason == "" {
-		reason = "no reason given"
-	}
-	msg := fmt.Sprintf("aborted by Promotion %s: %s", a.Name, reason)
-	if a.Spec.RequestedBy != "" {
-		msg = fmt.Sprintf("aborted by %s with Promotion %s: %s", a.Spec.RequestedBy, a.Name, reason)
-	}
-	digest := ""
-	if running.Status.Version != nil {
-		digest = running.Status.Version.Digest
-	}
-	stage.Status.Waves = waves.Abort(stage.Status.Waves, digest, msg, run.now)
-	if running.Status.Version != nil {
-		plan.AddHistory(&stage.Status, run.historyEntry(running, stagecoachv1.PhaseAborted))
-	}
-	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonAborted, Promotion: running.Name, Since: metav1.NewTime(run.now),
-		Message: fmt.Sprintf("automatic promotion is held since %s was aborted: promote a version by hand to resume", running.Name)}
-	if err := run.commit(ctx); err != nil {
-		return err
-	}
-	run.event(running, corev1.EventTypeWarning, stagecoachv1.ReasonAborted, "Promotion %s %s", running.Name, msg)
-	if err := run.status.finish(ctx, running, stagecoachv1.PhaseAborted, msg); err != nil {
-		return err
-	}
-	return run.status.finish(ctx, a, stagecoachv1.PhaseSucceeded, fmt.Sprintf("Promotion %s aborted", running.Name))
 }

@@ -67,7 +67,7 @@ func TestPromoteTargets(t *testing.T) {
 				return c.Patch(ctx, obj, patch, opts...)
 			}}
 			env := newStepEnv(t, stepFixture{stage: stepStage(nil), intercept: intercept})
-			fleet := &fleetEngine{}
+			fleet := &fleetRollout{}
 			var names []string
 			for i := range targets {
 				app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
@@ -81,7 +81,7 @@ func TestPromoteTargets(t *testing.T) {
 			}
 			p := stepPromotion("p", stagecoachv1.ActionPromote, digestV2, running(nil, nil))
 
-			err := env.run.promoteTargets(t.Context(), p, fleet, names)
+			err := fleet.promote(t.Context(), env.run, p, names)
 
 			if tc.failing != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(fmt.Sprintf("Application %q of Stage %q", tc.failing, "payments"))))

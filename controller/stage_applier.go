@@ -30,9 +30,12 @@ type applierVerdict struct {
 	retry   bool
 	applier *stagecoachv1.ObjectReference
 
-	gvk    schema.GroupVersionKind
-	obj    *unstructured.Unstructured
+	gvk schema.GroupVersionKind
+	obj *unstructured.Unstructured
+	// engine is the built-in or generic applier of one object; fleet an ApplicationSet's
+	// Applications with waves (stage_fleet.go). At most one is set.
 	engine applier.Applier
+	fleet  *fleetRollout
 	// mediated is nil when unknown (no built-in applier), else whether only the digest decides.
 	unmediated *applier.Problem
 	// generic is set for a kind without a built-in applier (spec.applyRef.set).
@@ -52,6 +55,17 @@ func (v *applierVerdict) checkEngine(stage *stagecoachv1.Stage) {
 	v.unmediated = unmediated
 }
 
+// rollout is how the Stage's Promotions reach what runs through this applier; nil when none can.
+func (v *applierVerdict) rollout() rollout {
+	switch {
+	case v.fleet != nil:
+		return v.fleet
+	case v.engine != nil:
+		return applierRollout{applier: v.engine}
+	}
+	return nil
+}
+
 func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 	stage.Status.Applier = v.applier
 	switch {
@@ -60,7 +74,7 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	case v.unmediated != nil:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
-	case v.engine == nil || !v.ready:
+	case v.rollout() == nil || !v.ready:
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	default:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,

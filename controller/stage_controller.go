@@ -159,7 +159,8 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 	verdict.apply(stage)
 	r.applyGuarded(ctx, stage)
-	if !verdict.ready || verdict.engine == nil {
+	rollout := verdict.rollout()
+	if !verdict.ready || rollout == nil {
 		result := ctrl.Result{}
 		if verdict.retry {
 			result.RequeueAfter = r.ApplierRetryInterval
@@ -179,7 +180,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 
 	// Promotions: supersede, start, apply, observe, finish; then automation.
-	run := r.newPromotionRun(stage, verdict.obj, verdict.engine, writer.commit)
+	run := r.newPromotionRun(stage, verdict.obj, rollout, writer.commit)
 	requeue, err := run.reconcilePromotions(ctx)
 	// Records follow what the Promotions did; writing them never holds the Promotions back.
 	requeue = soonest(requeue, r.recordSteps(ctx, stage, writer.commit))

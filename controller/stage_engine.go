@@ -13,7 +13,6 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
-	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
 // FieldManager is the field manager of what Stagecoach server-side applies.
@@ -67,27 +66,6 @@ func (r *StageReconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.
 	}
 	v.message = fmt.Sprintf("%s is readable and labelled for this Stage; spec.applyRef.set applies to it", described)
 	return nil
-}
-
-// repositoryOf is the OCI repository of the Stage's versions: its registry source's, or the one
-// at the head of its upstream chain. "" when none is known.
-func (r *StageReconciler) repositoryOf(ctx context.Context, stage *stagecoachv1.Stage) string {
-	cur := stage
-	for hops := 0; hops < 16 && cur != nil; hops++ {
-		if reg := cur.Spec.Source.Registry; reg != nil {
-			return reg.Repository
-		}
-		up, ok := cur.UpstreamKey()
-		if !ok {
-			return ""
-		}
-		next := &stagecoachv1.Stage{}
-		if err := r.Get(ctx, up, next); err != nil {
-			return ""
-		}
-		cur = next
-	}
-	return ""
 }
 
 // schemaChecks remembers, per Stage, whether its spec.applyRef.set fits the applier's schema, so
@@ -145,24 +123,4 @@ func (s *schemaChecks) forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.seen, key)
-}
-
-// checkDependencyCycle refuses a Stage whose spec.dependsOn leads back to itself: it could never
-// promote, and a person must change a spec.
-func (r *StageReconciler) checkDependencyCycle(ctx context.Context, stage *stagecoachv1.Stage, v *applierVerdict) error {
-	var stages stagecoachv1.StageList
-	if err := r.List(ctx, &stages); err != nil {
-		return fmt.Errorf("failed to list Stages to check the dependencies of Stage %q: %w", stage.Name, err)
-	}
-	all := make(map[types.NamespacedName]*stagecoachv1.Stage, len(stages.Items))
-	for i := range stages.Items {
-		s := &stages.Items[i]
-		all[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
-	}
-	all[types.NamespacedName{Namespace: stage.Namespace, Name: stage.Name}] = stage
-	if cycle := plan.DependencyCycle(stage, all); cycle != "" {
-		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonDependencyCycle, true
-		v.message = fmt.Sprintf("Stage %s depends on itself through spec.dependsOn (%s), so it could never promote: remove one of these dependencies", stage.Name, cycle)
-	}
-	return nil
 }

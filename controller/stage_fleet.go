@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,23 +149,18 @@ func wavesMayMatch(ws []stagecoachv1.Wave, set map[string]string) bool {
 	return false
 }
 
-// fleetEngine is the applier of an ApplicationSet with waves, as read in this reconcile: its
+// fleetRollout is the rollout of an ApplicationSet with waves, as read in this reconcile: its
 // Applications and their clusters. Versions are written per Application by the waves
 // (promotion_waves.go), never to the ApplicationSet.
-type fleetEngine struct {
+type fleetRollout struct {
 	apps    []*unstructured.Unstructured
 	targets []waves.Target
 }
 
-var _ applier.Applier = (*fleetEngine)(nil)
+var _ rollout = (*fleetRollout)(nil)
 
-// Validate implements applier.Applier; the Applications are checked in chooseFleet.
-func (*fleetEngine) Validate(*unstructured.Unstructured) (*applier.Problem, *applier.Problem) {
-	return nil, nil
-}
-
-// Revision is the digest every Application runs, "" when they differ (a rollout in progress).
-func (f *fleetEngine) Revision(*unstructured.Unstructured) string {
+// revision is the digest every Application runs, "" when they differ (a rollout in progress).
+func (f *fleetRollout) revision(*promotionRun) string {
 	common := ""
 	for i, app := range f.apps {
 		rev := applier.ArgoCDApplication{}.Revision(app)
@@ -178,18 +172,10 @@ func (f *fleetEngine) Revision(*unstructured.Unstructured) string {
 	return common
 }
 
-// SetRevision implements applier.Applier: a fleet is written one Application at a time.
-func (*fleetEngine) SetRevision(obj *unstructured.Unstructured, _ applier.Version, _ time.Time) error {
-	return fmt.Errorf("ApplicationSet %q is promoted wave by wave, one Application at a time, never as a whole", obj.GetName())
-}
-
-// Observe implements applier.Applier; each target is observed by waves.ObserveTarget.
-func (*fleetEngine) Observe(*unstructured.Unstructured, string) applier.Observation {
-	return applier.Observation{Phase: applier.Progressing, Reason: stagecoachv1.ReasonPromoting, Message: "observed per Application"}
-}
+func (*fleetRollout) phaseOnApplier() bool { return false }
 
 // app returns the named Application of the fleet.
-func (f *fleetEngine) app(name string) *unstructured.Unstructured {
+func (f *fleetRollout) app(name string) *unstructured.Unstructured {
 	for _, a := range f.apps {
 		if a.GetName() == name {
 			return a
@@ -245,7 +231,7 @@ func (r *StageReconciler) chooseFleet(ctx context.Context, stage *stagecoachv1.S
 	if d.Refused {
 		return notReady(stagecoachv1.ReasonWavePlanRefused, fmt.Sprintf("%s: %s", described, d.Message), true)
 	}
-	v.engine = fleet
+	v.fleet = fleet
 	v.message = fmt.Sprintf("%s is readable and labelled for this Stage; its %d Applications roll out in %d waves", described, len(fleet.apps), len(d.Plan))
 	return nil
 }
@@ -280,7 +266,7 @@ func unlabelledTargets(stage, described string, apps []*unstructured.Unstructure
 
 // readFleet reads the ApplicationSet's Applications (by the owner index) and its namespace's
 // cluster Secrets from the cache, and resolves each Application's cluster.
-func (r *StageReconciler) readFleet(ctx context.Context, appSet *unstructured.Unstructured) (*fleetEngine, []string, error) {
+func (r *StageReconciler) readFleet(ctx context.Context, appSet *unstructured.Unstructured) (*fleetRollout, []string, error) {
 	apps := &unstructured.UnstructuredList{}
 	apps.SetGroupVersionKind(applicationGVK.GroupVersion().WithKind("ApplicationList"))
 	if err := r.fleet.cache.List(ctx, apps, client.InNamespace(appSet.GetNamespace()),
@@ -301,7 +287,7 @@ func (r *StageReconciler) readFleet(ctx context.Context, appSet *unstructured.Un
 		raw = append(raw, unstructured.Unstructured{Object: m})
 	}
 	targets, problems := waves.ResolveTargets(appSet, apps.Items, raw)
-	fleet := &fleetEngine{targets: targets}
+	fleet := &fleetRollout{targets: targets}
 	for _, app := range waves.Owned(appSet, apps.Items) {
 		fleet.apps = append(fleet.apps, app.DeepCopy())
 	}

@@ -35,6 +35,15 @@ const applierIndexKey = ".spec.applyRef"
 // promotionStageIndexKey indexes Promotions by the Stage they act on.
 const promotionStageIndexKey = ".spec.stage"
 
+// stagePromotions lists the Promotions of one Stage from the cache, by index.
+func stagePromotions(ctx context.Context, c client.Reader, stage client.ObjectKey) ([]stagecoachv1.Promotion, error) {
+	var list stagecoachv1.PromotionList
+	if err := c.List(ctx, &list, client.InNamespace(stage.Namespace), client.MatchingFields{promotionStageIndexKey: stage.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list the Promotions of Stage %s: %w", stage, err)
+	}
+	return list.Items, nil
+}
+
 // upstreamIndexKey indexes Stages by the Stages they follow ("<namespace>/<name>"): their
 // upstream and those they depend on, so that a new verified version there wakes them.
 const upstreamIndexKey = ".spec.source.upstream"
@@ -118,7 +127,7 @@ func (r *StageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		r.PolicyRecheckInterval = time.Minute
 	}
 	r.policies = &policyCheck{reader: r.APIReader, interval: r.PolicyRecheckInterval}
-	r.registrySource = &registry.Source{Lister: r.Registry, Secrets: r.APIReader}
+	r.registrySource = &registry.Source{Lister: r.Registry, Secrets: r.APIReader, Verdicts: r.verdicts}
 	r.checks = &checkRuns{runner: &check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets}, baseCtx: ctx, wake: r.wake}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").
@@ -240,18 +249,14 @@ func (r *StageReconciler) stagesFrozenBy(ctx context.Context, obj client.Object)
 	if !ok {
 		return nil
 	}
-	var opts []client.ListOption
-	if freeze.Spec.NamespaceSelector == nil {
-		opts = append(opts, client.InNamespace(freeze.Namespace))
-	}
-	var stages stagecoachv1.StageList
-	if err := r.List(ctx, &stages, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "failed to list the Stages a Freeze may hold", "freeze", freeze.Name)
+	stages, err := stagesAFreezeMayHold(ctx, r, freeze)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "not waking the Stages of a Freeze")
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(stages.Items))
-	for i := range stages.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&stages.Items[i])})
+	reqs := make([]reconcile.Request, 0, len(stages))
+	for i := range stages {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&stages[i])})
 	}
 	return reqs
 }

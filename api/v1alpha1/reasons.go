@@ -119,7 +119,10 @@ const (
 	GatePrereqs   = "prerequisites"
 	// GateMediated holds automation while something besides the digest decides what the
 	// applier runs (Mediated=False); a person may still promote.
-	GateMediated    = "mediated"
+	GateMediated = "mediated"
+	// GatePublished: a follower of upstream records promotes only a version its upstream's
+	// records, read afresh, show verified.
+	GatePublished   = "published"
 	GateCheckPrefix = "check/"
 )
 

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,36 +16,73 @@ const (
 	DefaultProgressDeadline = 10 * time.Minute
 	DefaultGrace            = 10 * time.Second
 	DefaultRollbackLimit    = int32(1)
+	// DefaultTrustedRootKey is the entry verify.trustedRoot is read from, the name Sigstore
+	// publishes its trusted root under.
+	DefaultTrustedRootKey = "trusted_root.json"
 )
 
-// builtinAppliers maps the kinds Stagecoach observes itself to the API version used when
-// applyRef.apiVersion is empty.
-var builtinAppliers = map[string]schema.GroupVersion{
-	"Application":    {Group: "argoproj.io", Version: "v1alpha1"},
-	"ApplicationSet": {Group: "argoproj.io", Version: "v1alpha1"},
-	"OCIRepository":  {Group: "source.toolkit.fluxcd.io", Version: "v1"},
-	"Kustomization":  {Group: "kustomize.toolkit.fluxcd.io", Version: "v1"},
-	"HelmRelease":    {Group: "helm.toolkit.fluxcd.io", Version: "v2"},
+// The admission policies (manifests/policies) that keep anyone but Stagecoach from changing
+// what a Stage's applier runs, and guard what its gates trust.
+const (
+	PolicyApplication        = "application-guard.stagecoach.dev"
+	PolicyApplicationSet     = "applicationset-guard.stagecoach.dev"
+	PolicyFluxOCIRepository  = "flux-ocirepository-guard.stagecoach.dev"
+	PolicyFluxKustomization  = "flux-kustomization-guard.stagecoach.dev"
+	PolicyFluxHelmRelease    = "flux-helmrelease-guard.stagecoach.dev"
+	PolicyPromotionRequester = "promotion-requester-guard.stagecoach.dev"
+	PolicyApproval           = "approval-guard.stagecoach.dev"
+	PolicyStageAuthor        = "stage-author-guard.stagecoach.dev"
+)
+
+// BuiltinApplier is a kind Stagecoach applies and observes itself.
+type BuiltinApplier struct {
+	// GroupVersionKind's version is the one used when applyRef.apiVersion is empty.
+	schema.GroupVersionKind
+	// Guards are the policies that keep anyone but Stagecoach from changing what it runs.
+	Guards []string
 }
 
-// BuiltinApplierGroupKinds lists the kinds with a built-in observer, with their default versions.
-func BuiltinApplierGroupKinds() []schema.GroupVersionKind {
-	gvks := make([]schema.GroupVersionKind, 0, len(builtinAppliers))
-	for kind, gv := range builtinAppliers {
-		gvks = append(gvks, gv.WithKind(kind))
+// builtinAppliers is the one list of the built-in kinds: the defaults below, the appliers
+// (internal/applier.For), the guards (internal/plan.GuardPolicies) and, through a test, the
+// kind lists of the CEL rules on StageSpec and ApplierReference read it.
+var builtinAppliers = []BuiltinApplier{
+	{GroupVersionKind: schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"},
+		Guards: []string{PolicyApplication}},
+	// A fleet: the Applications it owns are promoted wave by wave, each guarded as an Application.
+	{GroupVersionKind: schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationSet"},
+		Guards: []string{PolicyApplicationSet, PolicyApplication}},
+	{GroupVersionKind: schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"},
+		Guards: []string{PolicyFluxOCIRepository}},
+	{GroupVersionKind: schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"},
+		Guards: []string{PolicyFluxKustomization}},
+	{GroupVersionKind: schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"},
+		Guards: []string{PolicyFluxHelmRelease}},
+}
+
+// BuiltinAppliers lists the kinds Stagecoach applies and observes itself.
+func BuiltinAppliers() []BuiltinApplier {
+	return slices.Clone(builtinAppliers)
+}
+
+// LookupBuiltinApplier finds a built-in kind by its name.
+func LookupBuiltinApplier(kind string) (BuiltinApplier, bool) {
+	for _, b := range builtinAppliers {
+		if b.Kind == kind {
+			return b, true
+		}
 	}
-	return gvks
+	return BuiltinApplier{}, false
 }
 
 // GroupVersionKind resolves the reference, filling in the API version of a built-in kind.
 // It returns an error for a kind that is neither built in nor given an apiVersion.
 func (r ApplierReference) GroupVersionKind() (schema.GroupVersionKind, error) {
 	if r.APIVersion == "" {
-		gv, ok := builtinAppliers[r.Kind]
+		b, ok := LookupBuiltinApplier(r.Kind)
 		if !ok {
 			return schema.GroupVersionKind{}, &UnknownApplierKindError{Kind: r.Kind}
 		}
-		return gv.WithKind(r.Kind), nil
+		return b.GroupVersionKind, nil
 	}
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
 	if err != nil {
@@ -59,8 +97,8 @@ func (r ApplierReference) Builtin() bool {
 	if err != nil {
 		return false
 	}
-	gv, ok := builtinAppliers[gvk.Kind]
-	return ok && gv.Group == gvk.Group
+	b, ok := LookupBuiltinApplier(gvk.Kind)
+	return ok && b.Group == gvk.Group
 }
 
 // UnknownApplierKindError is returned for a kind without apiVersion that Stagecoach does not know.
@@ -130,6 +168,14 @@ func (s *Stage) GetRegistryInterval() time.Duration {
 		return r.Interval.Duration
 	}
 	return DefaultRegistryInterval
+}
+
+// GetKey is the entry of the Secret the trusted root is read from.
+func (t *TrustedRootSource) GetKey() string {
+	if t.Key == "" {
+		return DefaultTrustedRootKey
+	}
+	return t.Key
 }
 
 // GetPreApplyChecks returns promotion.checks: they run before a version is applied.

@@ -72,3 +72,19 @@ func TestStageDefaults(t *testing.T) {
 		})
 	}
 }
+
+func TestTrustedRootSourceGetKey(t *testing.T) {
+	cases := []struct {
+		name string
+		src  TrustedRootSource
+		want string
+	}{
+		{name: "default", src: TrustedRootSource{SecretRef: LocalObjectReference{Name: "sigstore"}}, want: "trusted_root.json"},
+		{name: "named", src: TrustedRootSource{SecretRef: LocalObjectReference{Name: "sigstore"}, Key: "root.json"}, want: "root.json"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(tc.src.GetKey()).To(Equal(tc.want))
+		})
+	}
+}

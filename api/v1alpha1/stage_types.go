@@ -324,9 +324,14 @@ type RegistrySource struct {
 	Verify *VerifySpec `json:"verify,omitempty"`
 }
 
-// VerifySpec says how a version's cosign signature is verified.
+// VerifySpec says how a version's cosign signature is verified: with public keys (secretRef),
+// keyless (matchOIDCIdentity: the CI identity a short-lived Fulcio certificate names, checked
+// against a Sigstore trusted root, offline), or both (a signature either trusts counts). Legacy
+// .sig signatures and Sigstore bundles attached as OCI referrers count alike; a signature counts
+// only for the digest it names.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.secretRef) || (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0)",message="verify needs secretRef (public keys) or matchOIDCIdentity (keyless identities)"
+// +kubebuilder:validation:XValidation:rule="!has(self.trustedRoot) || has(self.matchOIDCIdentity)",message="trustedRoot is for keyless signatures: set matchOIDCIdentity to the identities that sign"
 type VerifySpec struct {
 	// Provider of the signatures; only cosign.
 	// +kubebuilder:validation:Enum=cosign
@@ -338,22 +343,52 @@ type VerifySpec struct {
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 
-	// MatchOIDCIdentity lists the keyless identities a signature may carry.
+	// MatchOIDCIdentity lists the keyless identities a signature may carry, as Flux's
+	// OCIRepository spells them: a keyless signature counts when its certificate's OIDC issuer
+	// and subject (for GitHub Actions, the workflow's URL at its ref) match one entry.
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="matchOIDCIdentity must list at least one {issuer, subject}: an empty list trusts no keyless signer (leave the field out to trust only the keys of secretRef)"
 	// +optional
 	MatchOIDCIdentity []OIDCIdentityMatch `json:"matchOIDCIdentity,omitempty"`
+
+	// TrustedRoot is where the Sigstore trust roots of keyless signatures come from: a Secret
+	// entry holding a trusted_root.json (as Sigstore publishes it) of a private Fulcio and Rekor,
+	// or a newer copy of the public instance's. Unset: the public Sigstore instance's trusted
+	// root, shipped with Stagecoach.
+	// +optional
+	TrustedRoot *TrustedRootSource `json:"trustedRoot,omitempty"`
 }
 
-// OIDCIdentityMatch is a keyless signing identity, as regular expressions.
+// OIDCIdentityMatch is a keyless signing identity, as regular expressions that must match the
+// whole value (as if between ^ and $), for example issuer
+// "^https://token.actions.githubusercontent.com$" and subject
+// "^https://github.com/org/app/.github/workflows/release.yml@refs/tags/v.*$".
 type OIDCIdentityMatch struct {
 	// Issuer is a regular expression the OIDC issuer must match.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	// +required
 	Issuer string `json:"issuer"`
 	// Subject is a regular expression the certificate subject must match.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	// +required
 	Subject string `json:"subject"`
+}
+
+// TrustedRootSource names a trusted_root.json in a Secret of the Stage's namespace (a Secret, as
+// Flux's trustedRootSecretRef: the controller reads Secrets the Stage names, and no ConfigMap
+// cluster-wide).
+type TrustedRootSource struct {
+	// SecretRef names the Secret holding the trusted root.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+
+	// Key is the entry holding the JSON (default trusted_root.json).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // LocalObjectReference names an object in the same namespace.

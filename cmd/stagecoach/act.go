@@ -5,186 +5,136 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stagecoach-dev/stagecoach/internal/cli"
 )
 
 func newPromoteCommand() *cobra.Command {
 	var opts cli.PromoteOptions
-	var kube kubeFlags
-	var o outputFlags
-	cmd := &cobra.Command{
-		Use:   "promote STAGE (--version TAG | --digest DIGEST)",
-		Short: "Promote a version to a Stage (creates a Promotion in your name)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
-			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			p, err := cli.Promote(cmd.Context(), c, opts, o.human(cmd))
-			if err != nil {
-				return err
-			}
-			return o.finishPromotion(cmd, c, p)
+	return verb{
+		use:    "promote STAGE (--version TAG | --digest DIGEST)",
+		short:  "Promote a version to a Stage (creates a Promotion in your name)",
+		args:   cobra.ExactArgs(1),
+		output: promotionOutput,
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&opts.Version, "version", "", "Tag of the version, as the Stage or its upstream knows it.")
+			f.StringVar(&opts.Digest, "digest", "", "Digest of the version (sha256:...).")
+			f.BoolVar(&opts.BreakGlass, "break-glass", false, "Start even during a Freeze or outside the windows (stagecoach:break-glass members only).")
+			f.StringVar(&opts.Reason, "reason", "", "Why, for people and the record.")
 		},
-	}
-	kube.register(cmd)
-	o.register(cmd, true)
-	cmd.Flags().StringVar(&opts.Version, "version", "", "Tag of the version, as the Stage or its upstream knows it.")
-	cmd.Flags().StringVar(&opts.Digest, "digest", "", "Digest of the version (sha256:...).")
-	cmd.Flags().BoolVar(&opts.BreakGlass, "break-glass", false, "Start even during a Freeze or outside the windows (stagecoach:break-glass members only).")
-	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why, for people and the record.")
-	return cmd
+		run: func(x *call) error {
+			opts.Namespace, opts.Stage = x.namespace, x.args[0]
+			return x.finished(cli.Promote(x.ctx(), x.c, opts, x.human()))
+		},
+	}.command()
 }
 
 func newRollbackCommand() *cobra.Command {
 	var opts cli.RollbackOptions
-	var kube kubeFlags
-	var o outputFlags
-	cmd := &cobra.Command{
-		Use:   "rollback STAGE",
-		Short: "Roll a Stage back to its last verified version (or the one named)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
-			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			p, err := cli.Rollback(cmd.Context(), c, opts, o.human(cmd))
-			if err != nil {
-				return err
-			}
-			return o.finishPromotion(cmd, c, p)
+	return verb{
+		use:    "rollback STAGE",
+		short:  "Roll a Stage back to its last verified version (or the one named)",
+		args:   cobra.ExactArgs(1),
+		output: promotionOutput,
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&opts.Version, "version", "", "Tag to return to (default: the last verified version).")
+			f.StringVar(&opts.Digest, "digest", "", "Digest to return to.")
+			f.StringVar(&opts.Reason, "reason", "", "Why, for people and the record.")
 		},
-	}
-	kube.register(cmd)
-	o.register(cmd, true)
-	cmd.Flags().StringVar(&opts.Version, "version", "", "Tag to return to (default: the last verified version).")
-	cmd.Flags().StringVar(&opts.Digest, "digest", "", "Digest to return to.")
-	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why, for people and the record.")
-	return cmd
+		run: func(x *call) error {
+			opts.Namespace, opts.Stage = x.namespace, x.args[0]
+			return x.finished(cli.Rollback(x.ctx(), x.c, opts, x.human()))
+		},
+	}.command()
 }
 
 func newApproveCommand() *cobra.Command {
 	var opts cli.ApproveOptions
-	var kube kubeFlags
-	var o outputFlags
-	cmd := &cobra.Command{
-		Use:   "approve STAGE [--digest DIGEST]",
-		Short: "Approve a version for a Stage (its candidate by default), in your name",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
-			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			a, err := cli.Approve(cmd.Context(), c, opts, o.human(cmd))
-			if err != nil {
-				return err
-			}
-			if !o.wait {
-				return o.print(cmd, a)
+	return verb{
+		use:    "approve STAGE [--digest DIGEST]",
+		short:  "Approve a version for a Stage (its candidate by default), in your name",
+		args:   cobra.ExactArgs(1),
+		output: promotionOutput,
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&opts.Digest, "digest", "", "Digest of the version (default: the Stage's candidate).")
+			f.StringSliceVar(&opts.Groups, "group", nil, "Group to approve as (default: your groups that the Stage's policy names).")
+			f.StringVar(&opts.Comment, "comment", "", "A comment, for people and the record.")
+		},
+		run: func(x *call) error {
+			opts.Namespace, opts.Stage = x.namespace, x.args[0]
+			a, err := cli.Approve(x.ctx(), x.c, opts, x.human())
+			if err != nil || !x.o.wait {
+				return x.printed(a, err)
 			}
 			// The approved version moves once a Promotion carries it (automation creates one
 			// when the approval opens the gate): follow that one.
-			p, err := cli.WaitForVersion(cmd.Context(), c, a.Namespace, a.Spec.Stage, a.Spec.Digest, a.CreationTimestamp.Time,
-				o.waitOptions(), o.human(cmd))
-			if p != nil {
-				if perr := o.print(cmd, p); perr != nil && err == nil {
-					err = perr
-				}
-			}
-			return err
+			return x.ended(cli.WaitForVersion(x.ctx(), x.c, a.Namespace, a.Spec.Stage, a.Spec.Digest, a.CreationTimestamp.Time,
+				x.o.waitOptions(), x.human()))
 		},
-	}
-	kube.register(cmd)
-	o.register(cmd, true)
-	cmd.Flags().StringVar(&opts.Digest, "digest", "", "Digest of the version (default: the Stage's candidate).")
-	cmd.Flags().StringSliceVar(&opts.Groups, "group", nil, "Group to approve as (default: your groups that the Stage's policy names).")
-	cmd.Flags().StringVar(&opts.Comment, "comment", "", "A comment, for people and the record.")
-	return cmd
+	}.command()
 }
 
 func newFreezeCommand() *cobra.Command {
 	var opts cli.FreezeOptions
-	var kube kubeFlags
 	var until string
-	var o outputFlags
-	cmd := &cobra.Command{
-		Use:   "freeze [SELECTOR] --reason REASON [--until TIME|DURATION]",
-		Short: "Freeze the Stages a label selector picks (every Stage of the namespace without one)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if until != "" {
-				t, err := parseUntil(until, time.Now())
-				if err != nil {
-					return err
-				}
-				opts.Until = t
-			}
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
-			opts.Namespace = kube.namespace
-			if len(args) == 1 {
-				opts.Selector = args[0]
-			}
-			f, err := cli.Freeze(cmd.Context(), c, opts, o.human(cmd))
-			if err != nil {
-				return err
-			}
-			return o.print(cmd, f)
+	return verb{
+		use:    "freeze [SELECTOR] --reason REASON [--until TIME|DURATION]",
+		short:  "Freeze the Stages a label selector picks (every Stage of the namespace without one)",
+		args:   cobra.MaximumNArgs(1),
+		output: objectOutput,
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&opts.Reason, "reason", "", "Why (required).")
+			f.StringVar(&until, "until", "", "When the Freeze ends by itself: a time (RFC 3339) or a duration from now such as 4h.")
 		},
-	}
-	kube.register(cmd)
-	o.register(cmd, false)
-	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why (required).")
-	cmd.Flags().StringVar(&until, "until", "", "When the Freeze ends by itself: a time (RFC 3339) or a duration from now such as 4h.")
-	return cmd
+		check: func([]string) error {
+			if until == "" {
+				return nil
+			}
+			var err error
+			opts.Until, err = parseUntil(until, time.Now())
+			return err
+		},
+		run: func(x *call) error {
+			opts.Namespace = x.namespace
+			if len(x.args) == 1 {
+				opts.Selector = x.args[0]
+			}
+			return x.printed(cli.Freeze(x.ctx(), x.c, opts, x.human()))
+		},
+	}.command()
 }
 
 func newUnfreezeCommand() *cobra.Command {
-	var kube kubeFlags
 	var stage, reason string
-	var o outputFlags
-	cmd := &cobra.Command{
-		Use:   "unfreeze (FREEZE | --stage STAGE)",
-		Short: "Delete a Freeze, or unfreeze a Stage that a foreign write or a Freeze Promotion froze",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	return verb{
+		use:    "unfreeze (FREEZE | --stage STAGE)",
+		short:  "Delete a Freeze, or unfreeze a Stage that a foreign write or a Freeze Promotion froze",
+		args:   cobra.MaximumNArgs(1),
+		output: objectOutput,
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&stage, "stage", "", "Unfreeze this Stage (creates an Unfreeze Promotion).")
+			f.StringVar(&reason, "reason", "", "Why, for people and the record.")
+		},
+		check: func(args []string) error {
 			if (len(args) == 1) == (stage != "") {
 				return fmt.Errorf("name a Freeze to delete, or a Stage with --stage, not both")
 			}
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
+			return nil
+		},
+		run: func(x *call) error {
 			if stage != "" {
-				p, err := cli.UnfreezeStage(cmd.Context(), c, kube.namespace, stage, reason, o.human(cmd))
-				if err != nil {
-					return err
-				}
-				return o.print(cmd, p)
+				return x.printed(cli.UnfreezeStage(x.ctx(), x.c, x.namespace, stage, reason, x.human()))
 			}
-			if err := cli.Unfreeze(cmd.Context(), c, kube.namespace, args[0], o.human(cmd)); err != nil {
+			if err := cli.Unfreeze(x.ctx(), x.c, x.namespace, x.args[0], x.human()); err != nil {
 				return err
 			}
-			if o.structured() {
-				return cli.PrintDeleted(cmd.OutOrStdout(), o.output, kube.namespace, args[0])
+			if x.o.structured() {
+				return cli.PrintDeleted(x.cmd.OutOrStdout(), x.o.output, x.namespace, x.args[0])
 			}
 			return nil
 		},
-	}
-	kube.register(cmd)
-	o.register(cmd, false)
-	cmd.Flags().StringVar(&stage, "stage", "", "Unfreeze this Stage (creates an Unfreeze Promotion).")
-	cmd.Flags().StringVar(&reason, "reason", "", "Why, for people and the record.")
-	return cmd
+	}.command()
 }
 
 // parseUntil reads an RFC 3339 time or a duration from now.

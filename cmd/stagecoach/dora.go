@@ -4,22 +4,26 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stagecoach-dev/stagecoach/internal/cli"
 )
 
 func newDoraCommand() *cobra.Command {
 	var opts cli.DoraOptions
-	var kube kubeFlags
 	var since string
-	cmd := &cobra.Command{
-		Use:   "dora [SERVICE] [--since 30d]",
-		Short: "Compute the four DORA keys per service and environment from the Stages and their Promotions",
-		Long: `Deployment frequency, lead time (first seen in the pipeline to Verified), change failure rate
+	return verb{
+		use:   "dora [SERVICE] [--since 30d]",
+		short: "Compute the four DORA keys per service and environment from the Stages and their Promotions",
+		long: `Deployment frequency, lead time (first seen in the pipeline to Verified), change failure rate
 and time to restore, per Stage, over a window ending now. The numbers are those of the
 stagecoach_* metrics, computed from the objects alone.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		args: cobra.MaximumNArgs(1),
+		flags: func(f *pflag.FlagSet) {
+			f.BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "Every namespace's Stages.")
+			f.StringVar(&since, "since", "30d", "Window length, ending now: days (30d) or a duration (12h).")
+		},
+		check: func(args []string) error {
 			d, err := cli.ParseSince(since)
 			if err != nil {
 				return err
@@ -28,17 +32,11 @@ stagecoach_* metrics, computed from the objects alone.`,
 			if len(args) == 1 {
 				opts.Service = args[0]
 			}
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
-			opts.Namespace = kube.namespace
-			return cli.Dora(cmd.Context(), c, opts, cmd.OutOrStdout(), time.Now())
+			return nil
 		},
-	}
-	kube.register(cmd)
-	cmd.Flags().BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "Every namespace's Stages.")
-	cmd.Flags().StringVar(&since, "since", "30d", "Window length, ending now: days (30d) or a duration (12h).")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "Output format: text, json or yaml.")
-	return cmd
+		run: func(x *call) error {
+			opts.Namespace, opts.Output = x.namespace, x.o.output
+			return cli.Dora(x.ctx(), x.c, opts, x.cmd.OutOrStdout(), time.Now())
+		},
+	}.command()
 }

@@ -7,22 +7,12 @@ import (
 )
 
 func newHistoryCommand() *cobra.Command {
-	var opts cli.HistoryOptions
-	var kube kubeFlags
-	cmd := &cobra.Command{
-		Use:   "history STAGE",
-		Short: "List a Stage's Promotions, newest first: who asked for what, the result and how long each phase took",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := kube.client()
-			if err != nil {
-				return err
-			}
-			opts.Namespace, opts.Stage = kube.namespace, args[0]
-			return cli.History(cmd.Context(), c, opts, cmd.OutOrStdout())
+	return verb{
+		use:   "history STAGE",
+		short: "List a Stage's Promotions, newest first: who asked for what, the result and how long each phase took",
+		args:  cobra.ExactArgs(1),
+		run: func(x *call) error {
+			return cli.History(x.ctx(), x.c, cli.HistoryOptions{Namespace: x.namespace, Stage: x.args[0], Output: x.o.output}, x.cmd.OutOrStdout())
 		},
-	}
-	kube.register(cmd)
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "Output format: text, json or yaml.")
-	return cmd
+	}.command()
 }

@@ -12,6 +12,19 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/cli"
 )
 
+// outputKind says what a verb's -o formats.
+type outputKind int
+
+const (
+	// reportOutput: the verb writes a report in the format of -o and checks it itself.
+	reportOutput outputKind = iota
+	// objectOutput: the verb creates or deletes an object and prints it with -o json or yaml;
+	// -o is checked before anything runs.
+	objectOutput
+	// promotionOutput is objectOutput with --wait and --timeout, for the verbs that move a version.
+	promotionOutput
+)
+
 // outputFlags are -o for every verb, and --wait/--timeout for the verbs that move a version.
 type outputFlags struct {
 	output  string
@@ -19,10 +32,14 @@ type outputFlags struct {
 	timeout time.Duration
 }
 
-func (o *outputFlags) register(cmd *cobra.Command, wait bool) {
+func (o *outputFlags) register(cmd *cobra.Command, kind outputKind) {
+	if kind == reportOutput {
+		cmd.Flags().StringVarP(&o.output, "output", "o", "text", "Output format: text, json or yaml.")
+		return
+	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text",
 		"Output format: text, or json or yaml (the object on stdout; what happens goes to stderr).")
-	if wait {
+	if kind == promotionOutput {
 		cmd.Flags().BoolVar(&o.wait, "wait", false,
 			"Follow the Promotion step by step; exit 0 only once the version is Verified, non-zero with the reason otherwise.")
 		cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "How long --wait waits before giving up.")
@@ -42,31 +59,36 @@ func (o *outputFlags) register(cmd *cobra.Command, wait bool) {
 
 func (o *outputFlags) structured() bool { return o.output == "json" || o.output == "yaml" }
 
-// human is where lines for people go: stdout, or stderr when stdout carries JSON or YAML.
-func (o *outputFlags) human(cmd *cobra.Command) io.Writer {
-	if o.structured() {
-		return cmd.ErrOrStderr()
-	}
-	return cmd.OutOrStdout()
-}
-
-func (o *outputFlags) print(cmd *cobra.Command, obj client.Object) error {
-	if !o.structured() {
-		return nil
-	}
-	return cli.PrintObject(cmd.OutOrStdout(), o.output, obj)
-}
-
 func (o *outputFlags) waitOptions() cli.WaitOptions { return cli.WaitOptions{Timeout: o.timeout} }
 
-// finishPromotion waits for a created Promotion when asked, and prints it as it ended.
-func (o *outputFlags) finishPromotion(cmd *cobra.Command, c client.Reader, p *stagecoachv1.Promotion) error {
-	if !o.wait {
-		return o.print(cmd, p)
+// human is where lines for people go: stdout, or stderr when stdout carries JSON or YAML.
+func (x *call) human() io.Writer {
+	if x.o.structured() {
+		return x.cmd.ErrOrStderr()
 	}
-	ended, err := cli.WaitForPromotion(cmd.Context(), c, p.Namespace, p.Name, o.waitOptions(), o.human(cmd))
-	if ended != nil {
-		if perr := o.print(cmd, ended); perr != nil && err == nil {
+	return x.cmd.OutOrStdout()
+}
+
+// printed passes err on, or prints the object the verb made when -o asks for it.
+func (x *call) printed(obj client.Object, err error) error {
+	if err != nil || !x.o.structured() {
+		return err
+	}
+	return cli.PrintObject(x.cmd.OutOrStdout(), x.o.output, obj)
+}
+
+// finished passes err on, or waits for a created Promotion when asked and prints it as it ended.
+func (x *call) finished(p *stagecoachv1.Promotion, err error) error {
+	if err != nil || !x.o.wait {
+		return x.printed(p, err)
+	}
+	return x.ended(cli.WaitForPromotion(x.ctx(), x.c, p.Namespace, p.Name, x.o.waitOptions(), x.human()))
+}
+
+// ended prints the Promotion a wait ended with, if any; the wait's error comes first.
+func (x *call) ended(p *stagecoachv1.Promotion, err error) error {
+	if p != nil {
+		if perr := x.printed(p, nil); perr != nil && err == nil {
 			err = perr
 		}
 	}

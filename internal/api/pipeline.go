@@ -337,19 +337,14 @@ func promotions(sp cli.StagePlan) []Promotion {
 	return out
 }
 
+// wave is a wave as the Stage's status says it stands (phase and message are the scheduler's).
 func wave(w stagecoachv1.WaveStatus) Wave {
-	v := Wave{Name: w.Name, Targets: orEmpty(w.Targets), Completed: orEmpty(w.Completed), Failed: orEmpty(w.Failed)}
-	switch {
-	case len(w.Failed) > 0:
-		v.Phase, v.Message = "Failed", fmt.Sprintf("%d of %d targets failed", len(w.Failed), len(w.Targets))
-	case w.FinishedAt != nil:
-		v.Phase, v.Message = "Completed", fmt.Sprintf("%d targets completed", len(w.Completed))
-	case w.StartedAt != nil:
-		v.Phase, v.Message = "Running", fmt.Sprintf("%d of %d targets completed, %d syncing", len(w.Completed), len(w.Targets), len(w.Syncing))
-	default:
-		v.Phase = "Pending"
+	phase := w.Phase
+	if phase == "" {
+		phase = stagecoachv1.WavePending // written before phases were
 	}
-	return v
+	return Wave{Name: w.Name, Phase: string(phase), Message: w.Message,
+		Targets: orEmpty(w.Targets), Completed: orEmpty(w.Completed), Failed: orEmpty(w.Failed)}
 }
 
 func orEmpty(s []string) []string {

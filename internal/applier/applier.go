@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 // Version is what a Stage promotes: the digest decides, the tag is for people.
@@ -73,19 +75,24 @@ type Options struct {
 	Verified bool
 }
 
+// builders make the appliers of the built-in kinds (stagecoachv1.BuiltinAppliers) that are one
+// object. The ApplicationSet has none: it is a fleet, whose Applications are promoted wave by wave
+// (controller/stage_fleet.go).
+var builders = map[string]func(Options) Applier{
+	"Application":   func(Options) Applier { return ArgoCDApplication{} },
+	"OCIRepository": func(opts Options) Applier { return FluxOCIRepository{Kustomization: opts.Through} },
+	"Kustomization": func(opts Options) Applier { return FluxKustomization{Image: opts.Image} },
+	"HelmRelease":   func(opts Options) Applier { return FluxHelmRelease{ValuesKey: opts.ValuesKey, Verified: opts.Verified} },
+}
+
 // For returns the applier of a kind, or nil when Stagecoach has no built-in one for it.
 func For(gk schema.GroupKind, opts Options) Applier {
-	switch gk {
-	case schema.GroupKind{Group: "argoproj.io", Kind: "Application"}:
-		return ArgoCDApplication{}
-	case schema.GroupKind{Group: "source.toolkit.fluxcd.io", Kind: "OCIRepository"}:
-		return FluxOCIRepository{Kustomization: opts.Through}
-	case schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}:
-		return FluxKustomization{Image: opts.Image}
-	case schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}:
-		return FluxHelmRelease{ValuesKey: opts.ValuesKey, Verified: opts.Verified}
+	builtin, ok := stagecoachv1.LookupBuiltinApplier(gk.Kind)
+	build := builders[gk.Kind]
+	if !ok || builtin.Group != gk.Group || build == nil {
+		return nil
 	}
-	return nil
+	return build(opts)
 }
 
 // revisionNames reports whether an engine's revision string names the digest: engines write either

@@ -15,8 +15,8 @@ const PluginName = "stagecoach"
 
 // Plugin environment variables carrying the promoted version.
 const (
-	DigestEnv  = "STAGECOACH_DIGEST"
-	VersionEnv = "STAGECOACH_VERSION"
+	digestEnv  = "STAGECOACH_DIGEST"
+	versionEnv = "STAGECOACH_VERSION"
 )
 
 // RefreshAnnotation asks Argo CD's application-controller to compare the Application now.
@@ -125,7 +125,7 @@ func usesPlugin(obj *unstructured.Unstructured) bool {
 func (ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
 	if usesPlugin(obj) {
 		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
-		return envValue(env, DigestEnv)
+		return envValue(env, digestEnv)
 	}
 	rev, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "targetRevision")
 	return rev
@@ -135,8 +135,8 @@ func (ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
 func (ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version, _ time.Time) error {
 	if usesPlugin(obj) {
 		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
-		env = setEnv(env, DigestEnv, v.Digest)
-		env = setEnv(env, VersionEnv, v.Tag)
+		env = setEnv(env, digestEnv, v.Digest)
+		env = setEnv(env, versionEnv, v.Tag)
 		if err := unstructured.SetNestedSlice(obj.Object, env, "spec", "source", "plugin", "env"); err != nil {
 			return fmt.Errorf("failed to set the plugin env of %s: %w", describe(obj), err)
 		}
@@ -262,7 +262,7 @@ func (ArgoCDApplication) syncedDigest(status map[string]any, plugin bool, path .
 			sourcePath = append(append([]string{}, path...), "comparedTo", "source", "plugin", "env")
 		}
 		env, _, _ := unstructured.NestedSlice(status, sourcePath...)
-		return envValue(env, DigestEnv)
+		return envValue(env, digestEnv)
 	}
 	rev, _, _ := unstructured.NestedString(status, append(append([]string{}, path...), "revision")...)
 	return rev

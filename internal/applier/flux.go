@@ -12,12 +12,12 @@ import (
 )
 
 // RequestedAtAnnotation asks a Flux controller to reconcile now.
-const RequestedAtAnnotation = "reconcile.fluxcd.io/requestedAt"
+const requestedAtAnnotation = "reconcile.fluxcd.io/requestedAt"
 
 // Substitution variables a Kustomization's manifests use for the promoted version.
 const (
-	DigestSubstitution  = "STAGECOACH_DIGEST"
-	VersionSubstitution = "STAGECOACH_VERSION"
+	digestSubstitution  = "STAGECOACH_DIGEST"
+	versionSubstitution = "STAGECOACH_VERSION"
 )
 
 func describeKind(obj *unstructured.Unstructured) string {
@@ -38,7 +38,7 @@ func nudge(obj *unstructured.Unstructured, now time.Time) {
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[RequestedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	a[requestedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
 	obj.SetAnnotations(a)
 }
 
@@ -222,7 +222,7 @@ func (k FluxKustomization) Revision(obj *unstructured.Unstructured) string {
 		}
 		return ""
 	}
-	d, _, _ := unstructured.NestedString(obj.Object, "spec", "postBuild", "substitute", DigestSubstitution)
+	d, _, _ := unstructured.NestedString(obj.Object, "spec", "postBuild", "substitute", digestSubstitution)
 	return d
 }
 
@@ -243,8 +243,8 @@ func (k FluxKustomization) SetRevision(obj *unstructured.Unstructured, v Version
 		if subst == nil {
 			subst = map[string]string{}
 		}
-		subst[DigestSubstitution] = v.Digest
-		subst[VersionSubstitution] = v.Tag
+		subst[digestSubstitution] = v.Digest
+		subst[versionSubstitution] = v.Tag
 		if err := unstructured.SetNestedStringMap(obj.Object, subst, "spec", "postBuild", "substitute"); err != nil {
 			return fmt.Errorf("failed to set spec.postBuild.substitute of %s: %w", describeKind(obj), err)
 		}

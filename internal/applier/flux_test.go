@@ -94,7 +94,7 @@ func TestFluxSetRevision(t *testing.T) {
 			got, _, _ := unstructured.NestedFieldCopy(obj.Object, tc.path...)
 			g.Expect(got).To(Equal(tc.want))
 			g.Expect(tc.applier.Revision(obj)).To(Equal(d2))
-			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue(RequestedAtAnnotation, "2026-11-30T12:00:00Z"))
+			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue(requestedAtAnnotation, "2026-11-30T12:00:00Z"))
 		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // LastAppliedAnnotation is kubectl's copy of the last applied object: often the largest field of
 // an engine object, and nothing in Stagecoach reads it.
-const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // keep is a tree of the fields to keep: a nil subtree keeps the whole value under its key.
 type keep map[string]keep
@@ -45,7 +45,7 @@ func Slim(obj any) (any, error) {
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
 		delete(md, "managedFields")
 		if annotations, ok := md["annotations"].(map[string]any); ok {
-			delete(annotations, LastAppliedAnnotation)
+			delete(annotations, lastAppliedAnnotation)
 			if len(annotations) == 0 {
 				delete(md, "annotations")
 			}

@@ -14,7 +14,7 @@ import (
 
 // AllowInternalTargetsFlag is the controller flag that lets HTTP checks call internal targets;
 // messages name it so that an operator knows what to set.
-const AllowInternalTargetsFlag = "--allow-internal-check-targets"
+const allowInternalTargetsFlag = "--allow-internal-check-targets"
 
 // refusedTargetError is an HTTP check target the controller may not call.
 type refusedTargetError struct {
@@ -23,7 +23,7 @@ type refusedTargetError struct {
 
 func (e *refusedTargetError) Error() string {
 	return fmt.Sprintf("refused to call %s: %s; HTTP checks call such targets only when the controller runs with %s",
-		e.target, e.why, AllowInternalTargetsFlag)
+		e.target, e.why, allowInternalTargetsFlag)
 }
 
 // targetGuard keeps HTTP checks away from the controller's own host and the cluster's inside:

@@ -66,7 +66,7 @@ func TestHTTPCheckRefusesInternalTargets(t *testing.T) {
 			}
 			g.Expect(res.Passed).To(BeFalse())
 			g.Expect(res.Attempts).To(BeNumerically("<=", 1), "a refused target is not retried")
-			g.Expect(res.Message).To(ContainSubstring(AllowInternalTargetsFlag))
+			g.Expect(res.Message).To(ContainSubstring(allowInternalTargetsFlag))
 			for _, m := range tt.refused {
 				g.Expect(res.Message).To(ContainSubstring(m))
 			}
@@ -173,7 +173,7 @@ func TestTargetGuardRefusesInternalAndSpecialPurposeAddresses(t *testing.T) {
 			}
 			g.Expect(err).To(HaveOccurred())
 			t.Log(err)
-			g.Expect(err.Error()).To(ContainSubstring(AllowInternalTargetsFlag))
+			g.Expect(err.Error()).To(ContainSubstring(allowInternalTargetsFlag))
 			for _, w := range tt.want {
 				g.Expect(err.Error()).To(ContainSubstring(w))
 			}
@@ -200,7 +200,7 @@ func TestTargetGuardRefusesPrivateAddressesWhenDialing(t *testing.T) {
 		t.Run(tt.host, func(t *testing.T) {
 			g := NewWithT(t)
 			_, err := (&targetGuard{}).dialChecked(t.Context(), "tcp", tt.host, "80")
-			g.Expect(err).To(MatchError(And(ContainSubstring(tt.want), ContainSubstring(AllowInternalTargetsFlag))))
+			g.Expect(err).To(MatchError(And(ContainSubstring(tt.want), ContainSubstring(allowInternalTargetsFlag))))
 			var refused *refusedTargetError
 			g.Expect(errors.As(err, &refused)).To(BeTrue())
 		})
@@ -257,7 +257,7 @@ func TestTargetGuardRefusesProxiedRequests(t *testing.T) {
 		want  []string
 	}{
 		{name: "proxied", proxy: "http://user:secret@proxy.corp.example:3128",
-			want: []string{"tickets.example", "proxy.corp.example:3128", "NO_PROXY", AllowInternalTargetsFlag}},
+			want: []string{"tickets.example", "proxy.corp.example:3128", "NO_PROXY", allowInternalTargetsFlag}},
 		{name: "not proxied"},
 	}
 	for _, tt := range tests {

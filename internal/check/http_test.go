@@ -344,7 +344,7 @@ func TestDefaultBackoff(t *testing.T) {
 	}{{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {4, 8 * time.Second}, {5, 10 * time.Second}, {10, 10 * time.Second}}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.retry), func(t *testing.T) {
-			NewWithT(t).Expect(DefaultBackoff(tt.retry)).To(Equal(tt.want))
+			NewWithT(t).Expect(defaultBackoff(tt.retry)).To(Equal(tt.want))
 		})
 	}
 }

@@ -258,7 +258,7 @@ func pluginCommand(path, tmpDir string) *exec.Cmd {
 
 // MaxPluginMessage bounds what a plugin's message adds to a check's message (and so to status
 // and events).
-const MaxPluginMessage = 1024
+const maxPluginMessage = 1024
 
 // boundMessage makes a plugin's text safe to show: control characters become spaces, runs of
 // spaces one, and it is cut at MaxPluginMessage bytes on a character boundary.
@@ -274,7 +274,7 @@ func boundMessage(s string) string {
 			space = true
 			continue
 		}
-		if b.Len()+utf8.RuneLen(r) > MaxPluginMessage {
+		if b.Len()+utf8.RuneLen(r) > maxPluginMessage {
 			return strings.TrimSpace(b.String()) + "…"
 		}
 		space = false

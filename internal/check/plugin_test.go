@@ -284,7 +284,7 @@ func TestPluginMessagesAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	res := (&Runner{PluginDir: pluginDir}).Run(t.Context(), pluginSpec("misbehave", map[string]string{"mode": "long"}), testInput())
 	g.Expect(res.Passed).To(BeTrue(), res.Message)
-	g.Expect(len(res.Message)).To(BeNumerically("<=", MaxPluginMessage+100))
+	g.Expect(len(res.Message)).To(BeNumerically("<=", maxPluginMessage+100))
 	g.Expect(res.Message).To(HaveSuffix("…"))
 	g.Expect(strings.IndexFunc(res.Message, unicode.IsControl)).To(Equal(-1), "%q", res.Message)
 }
@@ -295,7 +295,7 @@ func TestBoundMessage(t *testing.T) {
 		{name: "control characters", in: "a\x1b[31mb\r\nc\x00d", want: "a [31mb c d"},
 		{name: "invalid UTF-8", in: "a\xffb", want: "a\uFFFDb"},
 		{name: "line separators", in: "a\u2028b", want: "a b"},
-		{name: "cut on a character", in: strings.Repeat("é", MaxPluginMessage), want: strings.Repeat("é", MaxPluginMessage/2) + "…"},
+		{name: "cut on a character", in: strings.Repeat("é", maxPluginMessage), want: strings.Repeat("é", maxPluginMessage/2) + "…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			NewWithT(t).Expect(boundMessage(tc.in)).To(Equal(tc.want))
@@ -306,10 +306,10 @@ func TestBoundMessage(t *testing.T) {
 func FuzzBoundMessage(f *testing.F) {
 	f.Add("all good")
 	f.Add("a\x1b[31mb\r\nc\x00d")
-	f.Add(strings.Repeat("é", 2*MaxPluginMessage))
+	f.Add(strings.Repeat("é", 2*maxPluginMessage))
 	f.Fuzz(func(t *testing.T, in string) {
 		out := boundMessage(in)
-		if len(out) > MaxPluginMessage+len("…") || !utf8.ValidString(out) || strings.IndexFunc(out, unicode.IsControl) >= 0 {
+		if len(out) > maxPluginMessage+len("…") || !utf8.ValidString(out) || strings.IndexFunc(out, unicode.IsControl) >= 0 {
 			t.Fatalf("boundMessage(%q) = %q", in, out)
 		}
 	})

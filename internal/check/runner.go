@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultTimeout bounds one attempt of a check without spec timeout.
-const DefaultTimeout = 30 * time.Second
+const defaultTimeout = 30 * time.Second
 
 // Input is the version a check looks at, and where.
 type Input struct {
@@ -70,7 +70,7 @@ type Runner struct {
 
 // DefaultBackoff waits 1s, 2s, 4s, … up to 10s between attempts: checks look at systems that
 // were just changed, so a short wait is usually what a retry needs.
-func DefaultBackoff(retry int) time.Duration {
+func defaultBackoff(retry int) time.Duration {
 	d := time.Second << min(max(retry-1, 0), 4)
 	return min(d, 10*time.Second)
 }
@@ -85,7 +85,7 @@ type attempt struct {
 
 // Run runs c for in and reports the outcome; it retries a failed attempt c.Retries times.
 func (r *Runner) Run(ctx context.Context, c v1alpha1.Check, in Input) Result {
-	timeout := DefaultTimeout
+	timeout := defaultTimeout
 	if c.Timeout != nil && c.Timeout.Duration > 0 {
 		timeout = c.Timeout.Duration
 	}
@@ -112,7 +112,7 @@ func (r *Runner) Run(ctx context.Context, c v1alpha1.Check, in Input) Result {
 
 	backoff := r.Backoff
 	if backoff == nil {
-		backoff = DefaultBackoff
+		backoff = defaultBackoff
 	}
 	maxAttempts := 1 + int(max(c.Retries, 0))
 	res := Result{Name: c.Name}

@@ -10,7 +10,7 @@ import (
 
 // DefaultPluginDenyRead holds the mounted service-account credentials: a plugin runs as the
 // controller's user, and the token would give it the controller's rights in the cluster.
-var DefaultPluginDenyRead = []string{"/var/run/secrets", "/run/secrets"}
+var defaultPluginDenyRead = []string{"/var/run/secrets", "/run/secrets"}
 
 // PluginSandbox says whether plugins run unable to read PluginDenyRead: nil when they do,
 // else why not (a kernel without Landlock), for the controller to report.
@@ -32,7 +32,7 @@ func (r *Runner) sandboxed(ctx context.Context, start func() error) error {
 	}
 	deny := r.PluginDenyRead
 	if deny == nil {
-		deny = DefaultPluginDenyRead
+		deny = defaultPluginDenyRead
 	}
 	done := make(chan error, 1)
 	go func() {

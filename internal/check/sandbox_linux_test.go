@@ -119,7 +119,7 @@ func TestReadablePathsLeaveOutTheDenied(t *testing.T) {
 		name string
 		deny []string
 	}{
-		{name: "service-account credentials", deny: DefaultPluginDenyRead},
+		{name: "service-account credentials", deny: defaultPluginDenyRead},
 		{name: "a temporary directory", deny: []string{t.TempDir()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

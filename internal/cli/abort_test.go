@@ -20,7 +20,7 @@ func TestNewAbort(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := newAbort(stage, "alice", tc.reason)
+			p := newPromotion(stage, stagecoachv1.ActionAbort, "alice", tc.reason)
 			g.Expect(p.Namespace).To(Equal("argocd"))
 			g.Expect(p.Spec.Stage).To(Equal("payments"))
 			g.Expect(p.Spec.Action).To(Equal(stagecoachv1.ActionAbort))

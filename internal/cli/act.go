@@ -56,25 +56,15 @@ func Promote(ctx context.Context, c client.Client, opts PromoteOptions, out io.W
 	if (opts.Version == "") == (opts.Digest == "") {
 		return nil, fmt.Errorf("name the version to promote with exactly one of --version TAG or --digest sha256:...")
 	}
-	stage, err := getStage(ctx, c, opts.Namespace, opts.Stage)
-	if err != nil {
-		return nil, err
-	}
-	version, err := resolveVersion(ctx, c, stage, opts.Version, opts.Digest)
-	if err != nil {
-		return nil, err
-	}
-	user, err := WhoAmI(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	p := newPromotion(stage, stagecoachv1.ActionPromote, user.Username, opts.Reason)
-	p.Spec.Version = version
-	p.Spec.BreakGlass = opts.BreakGlass
-	if err := create(ctx, c, p, out, fmt.Sprintf("promotes Stage %s to %s", stage.Name, describe(version))); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return createPromotion(ctx, c, promotionRequest{namespace: opts.Namespace, stage: opts.Stage, action: stagecoachv1.ActionPromote,
+		reason: opts.Reason, breakGlass: opts.BreakGlass,
+		target: func(stage *stagecoachv1.Stage) (*stagecoachv1.VersionReference, string, error) {
+			version, err := resolveVersion(ctx, c, stage, opts.Version, opts.Digest)
+			if err != nil {
+				return nil, "", err
+			}
+			return version, fmt.Sprintf("promotes Stage %s to %s", stage.Name, describe(version)), nil
+		}}, out)
 }
 
 // RollbackOptions say which Stage to roll back, and to what (its last verified version when
@@ -87,32 +77,52 @@ type RollbackOptions struct {
 
 // Rollback creates a Rollback Promotion for a Stage, in the user's name.
 func Rollback(ctx context.Context, c client.Client, opts RollbackOptions, out io.Writer) (*stagecoachv1.Promotion, error) {
-	stage, err := getStage(ctx, c, opts.Namespace, opts.Stage)
-	if err != nil {
-		return nil, err
-	}
-	user, err := WhoAmI(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	p := newPromotion(stage, stagecoachv1.ActionRollback, user.Username, opts.Reason)
-	what := "its last verified version"
-	if opts.Version != "" || opts.Digest != "" {
-		if p.Spec.Version, err = resolveVersion(ctx, c, stage, opts.Version, opts.Digest); err != nil {
-			return nil, err
-		}
-		what = describe(p.Spec.Version)
-	}
-	if err := create(ctx, c, p, out, fmt.Sprintf("rolls Stage %s back to %s", stage.Name, what)); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return createPromotion(ctx, c, promotionRequest{namespace: opts.Namespace, stage: opts.Stage, action: stagecoachv1.ActionRollback,
+		reason: opts.Reason,
+		target: func(stage *stagecoachv1.Stage) (*stagecoachv1.VersionReference, string, error) {
+			if opts.Version == "" && opts.Digest == "" {
+				// The controller picks the last verified version.
+				return nil, fmt.Sprintf("rolls Stage %s back to its last verified version", stage.Name), nil
+			}
+			version, err := resolveVersion(ctx, c, stage, opts.Version, opts.Digest)
+			if err != nil {
+				return nil, "", err
+			}
+			return version, fmt.Sprintf("rolls Stage %s back to %s", stage.Name, describe(version)), nil
+		}}, out)
 }
 
 // UnfreezeStage creates an Unfreeze Promotion: the user has looked at what froze the Stage (a
 // write to its applier that Stagecoach did not make, or a Freeze Promotion) and accepts it.
 func UnfreezeStage(ctx context.Context, c client.Client, namespace, name, reason string, out io.Writer) (*stagecoachv1.Promotion, error) {
-	stage, err := getStage(ctx, c, namespace, name)
+	return createPromotion(ctx, c, promotionRequest{namespace: namespace, stage: name, action: stagecoachv1.ActionUnfreeze, reason: reason,
+		target: func(stage *stagecoachv1.Stage) (*stagecoachv1.VersionReference, string, error) {
+			return nil, "unfreezes Stage " + stage.Name, nil
+		}}, out)
+}
+
+// promotionRequest is what a verb asks of createPromotion.
+type promotionRequest struct {
+	namespace, stage string
+	action           stagecoachv1.PromotionAction
+	// reason defaults to one naming the action and the user.
+	reason     string
+	breakGlass bool
+	// target reads the Stage and returns the version the Promotion carries (nil: the action
+	// needs none, or the controller picks it) and what the Promotion does, for the line that
+	// says so. It runs before the user is asked who they are, so a version that does not
+	// resolve is refused first.
+	target func(stage *stagecoachv1.Stage) (*stagecoachv1.VersionReference, string, error)
+}
+
+// createPromotion creates a Promotion in the user's name: every verb that moves or holds a
+// Stage reads the Stage, asks who the user is and creates the Promotion the same way.
+func createPromotion(ctx context.Context, c client.Client, r promotionRequest, out io.Writer) (*stagecoachv1.Promotion, error) {
+	stage, err := getStage(ctx, c, r.namespace, r.stage)
+	if err != nil {
+		return nil, err
+	}
+	version, does, err := r.target(stage)
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +130,15 @@ func UnfreezeStage(ctx context.Context, c client.Client, namespace, name, reason
 	if err != nil {
 		return nil, err
 	}
-	p := newPromotion(stage, stagecoachv1.ActionUnfreeze, user.Username, reason)
-	if err := create(ctx, c, p, out, "unfreezes Stage "+stage.Name); err != nil {
+	p := newPromotion(stage, r.action, user.Username, r.reason)
+	p.Spec.Version, p.Spec.BreakGlass = version, r.breakGlass
+	if err := create(ctx, c, p, out, does); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
+// newPromotion is a Promotion of a Stage; like every Promotion it names its requester.
 func newPromotion(stage *stagecoachv1.Stage, action stagecoachv1.PromotionAction, user, reason string) *stagecoachv1.Promotion {
 	if reason == "" {
 		reason = fmt.Sprintf("%s by %s with the stagecoach CLI", strings.ToLower(string(action)), user)

@@ -37,7 +37,7 @@ func (o WaitOptions) interval() time.Duration {
 }
 
 // ErrNotVerified is wrapped by every error of a wait that ended without Verified.
-var ErrNotVerified = errors.New("not verified")
+var errNotVerified = errors.New("not verified")
 
 // WaitForPromotion follows a Promotion until it ends, writing each step to progress as it
 // happens (queued, gates, applied, landed with the engine's evidence, verified, or why it
@@ -78,7 +78,7 @@ func timedOut(opts WaitOptions, namespace, name string, last *stagecoachv1.Promo
 		state = fmt.Sprintf("it is %s: %s", phaseOf(last), last.Status.Message)
 	}
 	return fmt.Errorf("%w: Promotion %s/%s did not finish within %s (%s); raise --timeout or look with stagecoach plan",
-		ErrNotVerified, namespace, name, opts.timeout(), state)
+		errNotVerified, namespace, name, opts.timeout(), state)
 }
 
 func phaseOf(p *stagecoachv1.Promotion) stagecoachv1.PromotionPhase {
@@ -96,9 +96,9 @@ func Outcome(p *stagecoachv1.Promotion) (bool, error) {
 		if p.Status.VerifiedAt != nil || p.Spec.Action == stagecoachv1.ActionFreeze || p.Spec.Action == stagecoachv1.ActionUnfreeze {
 			return true, nil
 		}
-		return true, fmt.Errorf("%w: Promotion %s/%s succeeded without verifying a version: %s", ErrNotVerified, p.Namespace, p.Name, p.Status.Message)
+		return true, fmt.Errorf("%w: Promotion %s/%s succeeded without verifying a version: %s", errNotVerified, p.Namespace, p.Name, p.Status.Message)
 	case stagecoachv1.PhaseFailed, stagecoachv1.PhaseRolledBack, stagecoachv1.PhaseAborted:
-		return true, fmt.Errorf("%w: Promotion %s/%s %s: %s", ErrNotVerified, p.Namespace, p.Name, ended(p.Status.Phase), p.Status.Message)
+		return true, fmt.Errorf("%w: Promotion %s/%s %s: %s", errNotVerified, p.Namespace, p.Name, ended(p.Status.Phase), p.Status.Message)
 	}
 	return false, nil
 }
@@ -223,7 +223,7 @@ func WaitForVersion(ctx context.Context, c client.Reader, namespace, stage, dige
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: no Promotion of %s to Stage %s/%s was created within %s (%s)", ErrNotVerified, digest, namespace, stage, opts.timeout(), said)
+			return nil, fmt.Errorf("%w: no Promotion of %s to Stage %s/%s was created within %s (%s)", errNotVerified, digest, namespace, stage, opts.timeout(), said)
 		}
 		select {
 		case <-ctx.Done():

@@ -82,7 +82,7 @@ func TestWaitForPromotion(t *testing.T) {
 			p, err := WaitForPromotion(t.Context(), following(t, tt.steps), "shop", "web-x1", WaitOptions{Timeout: timeout, Interval: time.Millisecond}, &out)
 			if tt.wantErr != "" {
 				g.Expect(err).To(MatchError(tt.wantErr))
-				g.Expect(errors.Is(err, ErrNotVerified)).To(BeTrue())
+				g.Expect(errors.Is(err, errNotVerified)).To(BeTrue())
 			} else {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(p.Status.VerifiedAt).NotTo(BeNil())

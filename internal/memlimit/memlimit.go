@@ -17,11 +17,11 @@ import (
 
 // Share is the part of the cgroup limit given to the Go heap; the rest is for stacks, the
 // runtime and what the kernel counts beside the heap.
-const Share = 0.9
+const share = 0.9
 
 // CgroupLimit reads the memory limit of the cgroup the process runs in below root (normally "/"):
 // cgroup v2 memory.max, else cgroup v1 memory.limit_in_bytes. ok is false when there is none.
-func CgroupLimit(root string) (limit int64, ok bool, err error) {
+func cgroupLimit(root string) (limit int64, ok bool, err error) {
 	for _, file := range []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"} {
 		data, err := os.ReadFile(filepath.Join(root, file))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -53,11 +53,11 @@ func Set(root string) (int64, error) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0, nil
 	}
-	limit, ok, err := CgroupLimit(root)
+	limit, ok, err := cgroupLimit(root)
 	if err != nil || !ok {
 		return 0, err
 	}
-	soft := int64(float64(limit) * Share)
+	soft := int64(float64(limit) * share)
 	debug.SetMemoryLimit(soft)
 	return soft, nil
 }
@@ -66,7 +66,7 @@ func Set(root string) (int64, error) {
 // collection, not by all of it. The controller's heap is mostly its caches, which stay live, so
 // the default (100) kept twice the caches resident; at 5,000 Stages this costs no measurable CPU
 // when idle (0.23 % of a core) and no slower first sync (make bench-scale).
-const GCPercent = 50
+const gCPercent = 50
 
 // SetGCPercent sets GCPercent unless GOGC is set (the operator's choice wins). It returns the
 // percentage set, 0 when none.
@@ -74,6 +74,6 @@ func SetGCPercent() int {
 	if os.Getenv("GOGC") != "" {
 		return 0
 	}
-	debug.SetGCPercent(GCPercent)
-	return GCPercent
+	debug.SetGCPercent(gCPercent)
+	return gCPercent
 }

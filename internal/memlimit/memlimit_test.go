@@ -31,7 +31,7 @@ func TestCgroupLimit(t *testing.T) {
 				g.Expect(os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)).To(Succeed())
 				g.Expect(os.WriteFile(filepath.Join(root, name), []byte(content), 0o644)).To(Succeed())
 			}
-			limit, ok, err := CgroupLimit(root)
+			limit, ok, err := cgroupLimit(root)
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				return
@@ -50,7 +50,7 @@ func TestSet(t *testing.T) {
 		gomemlimit string
 		want       int64
 	}{
-		{name: "nine tenths of the cgroup limit", want: int64(limit * Share)},
+		{name: "nine tenths of the cgroup limit", want: int64(limit * share)},
 		{name: "GOMEMLIMIT wins", gomemlimit: "100MiB", want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestSetGCPercent(t *testing.T) {
 		name, gogc   string
 		want, effect int
 	}{
-		{name: "half of the live heap by default", want: GCPercent, effect: GCPercent},
+		{name: "half of the live heap by default", want: gCPercent, effect: gCPercent},
 		{name: "GOGC wins", gogc: "200", want: 0, effect: 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,7 +53,7 @@ func TestDoraAgreesWithMetrics(t *testing.T) {
 	for _, k := range keys {
 		t.Run(k.Stage, func(t *testing.T) {
 			g := NewWithT(t)
-			l := prometheus.Labels{LabelNamespace: k.Namespace, LabelStage: k.Stage, LabelService: k.Service, LabelEnvironment: k.Environment}
+			l := prometheus.Labels{labelNamespace: k.Namespace, labelStage: k.Stage, labelService: k.Service, labelEnvironment: k.Environment}
 			g.Expect(testutil.ToFloat64(obs.Vectors.Deployments.With(l))).To(Equal(float64(k.Deployments)))
 			g.Expect(testutil.ToFloat64(obs.Vectors.Changes.With(l))).To(Equal(float64(k.Changes)))
 			g.Expect(testutil.ToFloat64(obs.Vectors.ChangeFailures.With(l))).To(Equal(float64(k.Failures)))

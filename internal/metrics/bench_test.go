@@ -57,11 +57,11 @@ func fleet(n int) (*listReader, *Vectors) {
 			}
 		}
 		l := labelsOf(&s)
-		v.Promotions.With(with(l, LabelAction, "Promote", LabelResult, "Succeeded")).Inc()
-		v.Promotions.With(with(l, LabelAction, "Promote", LabelResult, "Failed")).Inc()
-		v.Promotions.With(with(l, LabelAction, "Rollback", LabelResult, "Succeeded")).Inc()
+		v.Promotions.With(with(l, labelAction, "Promote", labelResult, "Succeeded")).Inc()
+		v.Promotions.With(with(l, labelAction, "Promote", labelResult, "Failed")).Inc()
+		v.Promotions.With(with(l, labelAction, "Rollback", labelResult, "Succeeded")).Inc()
 		for _, phase := range []string{PhaseQueued, PhaseGates, PhaseApplying, PhaseLanding, PhaseGrace, PhaseVerification} {
-			v.PhaseDuration.With(with(l, LabelPhase, phase)).Observe(30)
+			v.PhaseDuration.With(with(l, labelPhase, phase)).Observe(30)
 		}
 		v.EngineReaction.With(l).Observe(1)
 		v.LeadTime.With(l).Observe(3600)
@@ -125,6 +125,6 @@ func BenchmarkScrape(b *testing.B) {
 
 // labelsOf is the label set of a Stage's event series.
 func labelsOf(s *stagecoachv1.Stage) prometheus.Labels {
-	return prometheus.Labels{LabelNamespace: s.Namespace, LabelStage: s.Name, LabelService: s.Spec.Service,
-		LabelEnvironment: s.Spec.Environment}
+	return prometheus.Labels{labelNamespace: s.Namespace, labelStage: s.Name, labelService: s.Spec.Service,
+		labelEnvironment: s.Spec.Environment}
 }

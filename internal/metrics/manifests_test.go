@@ -98,7 +98,7 @@ func TestMonitoringQueriesUseServedSeries(t *testing.T) {
 	series := regexp.MustCompile(`\bstagecoach_[a-z_]+\b`)
 	grouping := regexp.MustCompile(`\bby \(([^)]*)\)`)
 	labels := map[string]bool{"le": true}
-	for _, l := range withLabels(LabelAction, LabelResult, LabelPhase, LabelGate) {
+	for _, l := range withLabels(labelAction, labelResult, labelPhase, labelGate) {
 		labels[l] = true
 	}
 	q := queries(t)

@@ -31,14 +31,14 @@ import (
 
 // Label names.
 const (
-	LabelNamespace   = "namespace"
-	LabelStage       = "stage"
-	LabelService     = "service"
-	LabelEnvironment = "environment"
-	LabelAction      = "action"
-	LabelResult      = "result"
-	LabelPhase       = "phase"
-	LabelGate        = "gate"
+	labelNamespace   = "namespace"
+	labelStage       = "stage"
+	labelService     = "service"
+	labelEnvironment = "environment"
+	labelAction      = "action"
+	labelResult      = "result"
+	labelPhase       = "phase"
+	labelGate        = "gate"
 )
 
 // Series names, for rules, dashboards and tests.
@@ -69,7 +69,7 @@ const (
 	PhaseVerification = "verification" // grace over → verified (verification checks)
 )
 
-var stageLabels = []string{LabelNamespace, LabelStage, LabelService, LabelEnvironment}
+var stageLabels = []string{labelNamespace, labelStage, labelService, labelEnvironment}
 
 // The label values of the event series, each from a fixed set, so that a Stage's series are
 // bounded: an action or result outside them is not observed (the CRD allows none).
@@ -112,7 +112,7 @@ var MaxStateSeriesPerStage = 5 + len(candidateGates)
 // candidateGates are the gate names status.candidate.blockedBy may hold.
 var candidateGates = []string{stagecoachv1.GateAuto, stagecoachv1.GateHold, stagecoachv1.GateFreeze, stagecoachv1.GateSuspend,
 	stagecoachv1.GateHistory, stagecoachv1.GateSource, stagecoachv1.GateSoak, stagecoachv1.GateSignature, stagecoachv1.GateWindow,
-	stagecoachv1.GateApprovals, stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated, "published"}
+	stagecoachv1.GateApprovals, stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated, stagecoachv1.GatePublished}
 
 func withLabels(extra ...string) []string {
 	return append(append([]string{}, stageLabels...), extra...)
@@ -177,10 +177,10 @@ func NewVectors() *Vectors {
 		labels: map[types.NamespacedName]stageLabelValues{},
 		Promotions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PromotionsTotal,
 			Help: "Promotions finished, by action (Promote, Rollback, Freeze, Unfreeze, Abort) and result (Succeeded, Failed, RolledBack, Aborted)."},
-			withLabels(LabelAction, LabelResult)),
+			withLabels(labelAction, labelResult)),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: PromotionPhaseDuration,
 			Help: "Time finished Promotions spent in each phase: queued, gates, applying, landing, grace, verification (only Stages with verification checks).", Buckets: phases},
-			withLabels(LabelPhase)),
+			withLabels(labelPhase)),
 		EngineReaction: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: EngineReaction,
 			Help: "Time from the engine's landed signal (Argo CD reconciledAt, Flux Ready transition) to Stagecoach seeing it.", Buckets: reaction},
 			withLabels()),
@@ -273,8 +273,8 @@ func (v *Vectors) observe(stage *stagecoachv1.Stage, record func(prometheus.Labe
 	}
 	defer v.mu.RUnlock()
 	// An older read of the Stage than the last one observes under the newer read's labels.
-	record(prometheus.Labels{LabelNamespace: stage.Namespace, LabelStage: stage.Name,
-		LabelService: recorded.service, LabelEnvironment: recorded.environment})
+	record(prometheus.Labels{labelNamespace: stage.Namespace, labelStage: stage.Name,
+		labelService: recorded.service, labelEnvironment: recorded.environment})
 }
 
 // observable reports whether a finished Promotion's action and result are of the fixed sets the
@@ -285,7 +285,7 @@ func observable(action stagecoachv1.PromotionAction, result stagecoachv1.Promoti
 
 // deleteSeries deletes every event series of the Stage.
 func (v *Vectors) deleteSeries(namespace, stage string) {
-	match := prometheus.Labels{LabelNamespace: namespace, LabelStage: stage}
+	match := prometheus.Labels{labelNamespace: namespace, labelStage: stage}
 	v.Promotions.DeletePartialMatch(match)
 	v.PhaseDuration.DeletePartialMatch(match)
 	v.EngineReaction.DeletePartialMatch(match)

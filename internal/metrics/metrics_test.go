@@ -238,18 +238,18 @@ func TestObserver(t *testing.T) {
 	}
 	g.Expect(obs.Landed(t.Context(), &history[1], t0.Add(20*time.Minute+1500*time.Millisecond))).To(Succeed())
 
-	prodLabels := prometheus.Labels{LabelNamespace: "shop", LabelStage: "prod", LabelService: "payments", LabelEnvironment: "prod"}
+	prodLabels := prometheus.Labels{labelNamespace: "shop", labelStage: "prod", labelService: "payments", labelEnvironment: "prod"}
 	v := obs.Vectors
-	g.Expect(testutil.ToFloat64(v.Promotions.With(with(prodLabels, LabelAction, "Promote", LabelResult, "Succeeded")))).To(Equal(1.0))
-	g.Expect(testutil.ToFloat64(v.Promotions.With(with(prodLabels, LabelAction, "Promote", LabelResult, "Failed")))).To(Equal(1.0))
-	g.Expect(testutil.ToFloat64(v.Promotions.With(with(prodLabels, LabelAction, "Rollback", LabelResult, "Succeeded")))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(v.Promotions.With(with(prodLabels, labelAction, "Promote", labelResult, "Succeeded")))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(v.Promotions.With(with(prodLabels, labelAction, "Promote", labelResult, "Failed")))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(v.Promotions.With(with(prodLabels, labelAction, "Rollback", labelResult, "Succeeded")))).To(Equal(1.0))
 	g.Expect(testutil.ToFloat64(v.Deployments.With(prodLabels))).To(Equal(1.0))
 	g.Expect(testutil.ToFloat64(v.Changes.With(prodLabels))).To(Equal(2.0))
 	g.Expect(testutil.ToFloat64(v.ChangeFailures.With(prodLabels))).To(Equal(1.0))
 	g.Expect(histogram(t, v.LeadTime, prodLabels)).To(Equal([2]float64{1, 30 * 60}))
 	g.Expect(histogram(t, v.TimeToRestore, prodLabels)).To(Equal([2]float64{1, 10 * 60}))
 	g.Expect(histogram(t, v.EngineReaction, prodLabels)).To(Equal([2]float64{1, 1.5}))
-	g.Expect(histogram(t, v.PhaseDuration, with(prodLabels, LabelPhase, PhaseLanding))).To(Equal([2]float64{2, (4 + 4) * 60}))
+	g.Expect(histogram(t, v.PhaseDuration, with(prodLabels, labelPhase, PhaseLanding))).To(Equal([2]float64{2, (4 + 4) * 60}))
 
 	obs.Forget("shop", "prod")
 	for _, c := range v.collectors() {

@@ -75,7 +75,7 @@ func (o *Observer) Finished(ctx context.Context, p *stagecoachv1.Promotion) erro
 		return nil // not a final phase, or an action the CRD does not know: no series of its own
 	}
 	o.Vectors.observe(stage, func(l prometheus.Labels) {
-		o.Vectors.Promotions.With(with(l, LabelAction, string(action), LabelResult, string(p.Status.Phase))).Inc()
+		o.Vectors.Promotions.With(with(l, labelAction, string(action), labelResult, string(p.Status.Phase))).Inc()
 	})
 	stages, promotions, err := o.pipeline(ctx, stage)
 	if err != nil {
@@ -95,7 +95,7 @@ func (o *Observer) Finished(ctx context.Context, p *stagecoachv1.Promotion) erro
 	restoreStart, restored := dora.RestoreStart(promotions, p)
 	o.Vectors.observe(stage, func(l prometheus.Labels) {
 		for phase, d := range durations {
-			o.Vectors.PhaseDuration.With(with(l, LabelPhase, phase)).Observe(d.Seconds())
+			o.Vectors.PhaseDuration.With(with(l, labelPhase, phase)).Observe(d.Seconds())
 		}
 		if dora.IsChange(p) {
 			o.Vectors.Changes.With(l).Inc()

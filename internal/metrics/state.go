@@ -29,9 +29,9 @@ var (
 	stalledDesc = prometheus.NewDesc(StageStalled, "1 when the Stage's Stalled condition is True, else 0.", stageLabels, nil)
 	frozenDesc  = prometheus.NewDesc(StageFrozen, "1 when the Stage's Frozen condition is True, else 0.", stageLabels, nil)
 	blockedDesc = prometheus.NewDesc(StageCandidateBlocked,
-		"1 for each gate that holds the Stage's candidate back (status.candidate.blockedBy).", withLabels(LabelGate), nil)
+		"1 for each gate that holds the Stage's candidate back (status.candidate.blockedBy).", withLabels(labelGate), nil)
 	unfinishedDesc = prometheus.NewDesc(PromotionsUnfinished,
-		"Promotions of the Stage not yet finished, by phase (Pending, Running).", withLabels(LabelPhase), nil)
+		"Promotions of the Stage not yet finished, by phase (Pending, Running).", withLabels(labelPhase), nil)
 	scrapeErrorDesc = prometheus.NewDesc("stagecoach_metrics_scrape_errors",
 		"1 when the last scrape could not read Stages or Promotions from the cache.", nil, nil)
 )
@@ -84,7 +84,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	// Made per scrape: no two scrapes share a label pair.
-	phasePending, phaseRunning := pair(LabelPhase, string(stagecoachv1.PhasePending)), pair(LabelPhase, string(stagecoachv1.PhaseRunning))
+	phasePending, phaseRunning := pair(labelPhase, string(stagecoachv1.PhasePending)), pair(labelPhase, string(stagecoachv1.PhaseRunning))
 	for i := range stages.Items {
 		s := &stages.Items[i]
 		l := newStageLabels(s)
@@ -98,7 +98,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 					continue // a gate may block for several reasons; one series each
 				}
 				seen[b.Gate] = true
-				ch <- &stageSample{blockedDesc, l.with(pair(LabelGate, b.Gate)), 1}
+				ch <- &stageSample{blockedDesc, l.with(pair(labelGate, b.Gate)), 1}
 			}
 		}
 		n := unfinished[key{s.Namespace, s.Name}]
@@ -129,8 +129,8 @@ func (m *stageSample) Write(out *dto.Metric) error {
 type labelPairs []*dto.LabelPair
 
 func newStageLabels(s *stagecoachv1.Stage) labelPairs {
-	return labelPairs{pair(LabelEnvironment, s.Spec.Environment), pair(LabelNamespace, s.Namespace),
-		pair(LabelService, s.Spec.Service), pair(LabelStage, s.Name)}
+	return labelPairs{pair(labelEnvironment, s.Spec.Environment), pair(labelNamespace, s.Namespace),
+		pair(labelService, s.Spec.Service), pair(labelStage, s.Name)}
 }
 
 // with adds one label to the Stage's, in name order.

@@ -11,10 +11,10 @@ import (
 // DefaultCallTimeout bounds one registry request, from dialing to the end of its body. A registry
 // that accepts connections and never answers must not hold a reconcile (and with it the Stage)
 // for longer.
-const DefaultCallTimeout = 30 * time.Second
+const defaultCallTimeout = 30 * time.Second
 
 // HeaderTimeout bounds dialing, the TLS handshake and the wait for a response header.
-const HeaderTimeout = 10 * time.Second
+const headerTimeout = 10 * time.Second
 
 // NewTransport is the base transport of registry calls: dial, TLS handshake and response header
 // each have a deadline (callTimeout, at most HeaderTimeout), and the whole call (body included)
@@ -23,9 +23,9 @@ const HeaderTimeout = 10 * time.Second
 // a hung registry is given up on well within a minute.
 func NewTransport(callTimeout time.Duration) http.RoundTripper {
 	if callTimeout <= 0 {
-		callTimeout = DefaultCallTimeout
+		callTimeout = defaultCallTimeout
 	}
-	step := min(callTimeout, HeaderTimeout)
+	step := min(callTimeout, headerTimeout)
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: step, KeepAlive: 30 * time.Second}).DialContext,
@@ -40,7 +40,7 @@ func NewTransport(callTimeout time.Duration) http.RoundTripper {
 }
 
 // defaultTransport serves calls whose caller gave no transport.
-var defaultTransport = NewTransport(DefaultCallTimeout)
+var defaultTransport = NewTransport(defaultCallTimeout)
 
 type deadlineTransport struct {
 	base    http.RoundTripper

@@ -25,7 +25,7 @@ func TestTransportDeadlines(t *testing.T) {
 	}{
 		{name: "no response header", handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
 		// The default call timeout (30s) is for bodies: headers come within HeaderTimeout or never.
-		{name: "no response header with the default call timeout", callTimeout: DefaultCallTimeout, within: HeaderTimeout + 2*time.Second,
+		{name: "no response header with the default call timeout", callTimeout: defaultCallTimeout, within: headerTimeout + 2*time.Second,
 			handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
 		{name: "a body that never ends", readAll: true, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)

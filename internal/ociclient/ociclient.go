@@ -21,7 +21,7 @@ import (
 )
 
 // UserAgent identifies Stagecoach to registries.
-const UserAgent = "stagecoach"
+const userAgent = "stagecoach"
 
 // Sentinel errors; every error from ClassifyError wraps one of them and the cause.
 var (
@@ -63,7 +63,7 @@ func RemoteOptions(ctx context.Context, o Options) []remote.Option {
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(kc),
 		remote.WithTransport(Transport(o.Transport, o.Insecure)),
-		remote.WithUserAgent(UserAgent),
+		remote.WithUserAgent(userAgent),
 	}
 	return append(opts, o.Extra...)
 }

@@ -15,7 +15,7 @@ import (
 // (by the groups their Approval names, which admission checked) of one of the policy's groups,
 // none of them a person who promoted the version by hand (here or anywhere up the Stage's
 // upstream chain: promoters says who and where). It returns nil when enough have approved.
-func ApprovalBlock(stage *stagecoachv1.Stage, digest string, approvals []stagecoachv1.Approval, promoters []Promoter) *stagecoachv1.GateBlock {
+func approvalBlock(stage *stagecoachv1.Stage, digest string, approvals []stagecoachv1.Approval, promoters []Promoter) *stagecoachv1.GateBlock {
 	policy := stage.Spec.Promotion
 	if policy == nil || policy.Approvals == nil || policy.Approvals.Required == 0 {
 		return nil
@@ -93,7 +93,7 @@ func Promoters(digest string, promotions []stagecoachv1.Promotion, controller st
 // UpstreamChainLimit bounds how many Stages up the chain the approvals gate looks for the hand
 // promoters of a version: pipelines are a handful of Stages long, and a longer (or looping) chain
 // must not make every approval a walk through the cluster.
-const UpstreamChainLimit = 16
+const upstreamChainLimit = 16
 
 // UpstreamChain returns the keys of the Stages the Stage follows in this cluster: its
 // source.upstream, that Stage's source.upstream, and so on, nearest first. It stops at a Stage
@@ -103,7 +103,7 @@ const UpstreamChainLimit = 16
 func UpstreamChain(stage *stagecoachv1.Stage, get func(types.NamespacedName) (*stagecoachv1.Stage, error)) ([]types.NamespacedName, error) {
 	seen := map[types.NamespacedName]bool{{Namespace: stage.Namespace, Name: stage.Name}: true}
 	var chain []types.NamespacedName
-	for s := stage; s != nil && len(chain) < UpstreamChainLimit; {
+	for s := stage; s != nil && len(chain) < upstreamChainLimit; {
 		up, ok := s.UpstreamKey()
 		if !ok || seen[up] {
 			break

@@ -46,11 +46,11 @@ func TestUpstreamChain(t *testing.T) {
 	dev := following("dev", "payments-dev", "", "")
 	// A long chain: s0 follows s1, s1 follows s2, ..., each in shop.
 	var long []*stagecoachv1.Stage
-	for i := 0; i < UpstreamChainLimit+5; i++ {
+	for i := 0; i < upstreamChainLimit+5; i++ {
 		long = append(long, following("shop", fmt.Sprintf("s%d", i), "", fmt.Sprintf("s%d", i+1)))
 	}
 	var longWant []types.NamespacedName
-	for i := 1; i <= UpstreamChainLimit; i++ {
+	for i := 1; i <= upstreamChainLimit; i++ {
 		longWant = append(longWant, key("shop", fmt.Sprintf("s%d", i)))
 	}
 	tests := []struct {
@@ -77,7 +77,7 @@ func TestUpstreamChain(t *testing.T) {
 			stage:  following("shop", "prod", "", "b"),
 			stages: []*stagecoachv1.Stage{following("shop", "b", "", "c"), following("shop", "c", "", "b")},
 			want:   []types.NamespacedName{key("shop", "b"), key("shop", "c")}, reads: 2},
-		{name: "a chain longer than the limit is cut at the limit", stage: long[0], stages: long, want: longWant, reads: UpstreamChainLimit},
+		{name: "a chain longer than the limit is cut at the limit", stage: long[0], stages: long, want: longWant, reads: upstreamChainLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestApprovalsLeaveOutHandPromotersUpTheChain(t *testing.T) {
 			for _, a := range tt.approvers {
 				approvals = append(approvals, approval(a, d1))
 			}
-			b := ApprovalBlock(prod, d1, approvals, promoters)
+			b := approvalBlock(prod, d1, approvals, promoters)
 			if tt.blocked == "" {
 				g.Expect(b).To(BeNil())
 				return

@@ -47,7 +47,7 @@ var automationGates = []struct {
 		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSuspended, Message: "the Stage is suspended: set spec.suspend to false"}
 	}},
 	{stagecoachv1.GateFreeze, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		frozen := StageFrozen(stage) // Freeze objects are CandidateBlocks' to list
+		frozen := stageFrozen(stage) // Freeze objects are CandidateBlocks' to list
 		if frozen == nil {
 			return nil
 		}
@@ -98,7 +98,7 @@ var automationGates = []struct {
 // AutoPromote decides whether automation promotes the candidate now, and otherwise lists every
 // automation gate that holds it back. It returns false with no blocks when there is nothing to do
 // (no candidate, already running it, or already tried).
-func AutoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion, now time.Time) (bool, []stagecoachv1.GateBlock) {
+func autoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion, now time.Time) (bool, []stagecoachv1.GateBlock) {
 	if !IsNew(stage, c, promotions) {
 		return false, nil
 	}

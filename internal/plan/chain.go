@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type GateInputs struct {
 	KubernetesVersion string
 	// MatchVersion compares a dependency's version with its constraint.
 	MatchVersion VersionMatcher
+	// Published is what a follower's upstream records, read afresh, say of Digest; needed when
+	// the Stage follows upstreamRecords (ApplyGates).
+	Published *PublishedVerdict
 }
 
 // SignatureVerdict is what the verifier said of a digest: Block is nil when a trusted key signed
@@ -45,6 +49,18 @@ type SignatureVerdict struct {
 	Message string
 }
 
+// PublishedVerdict is what a follower's upstream records, read afresh, say of a version about to
+// be promoted.
+type PublishedVerdict struct {
+	// Block refuses the promote for now (NotPublished); nil when it may go.
+	Block *stagecoachv1.GateBlock
+	// Excluded: the records rule the version out for good (it failed, was rolled back or frozen
+	// upstream).
+	Excluded bool
+	// Evidence, when it may go, cites the record it relied on.
+	Evidence string
+}
+
 // Gate is one link of a chain of pure checks.
 type Gate struct {
 	Name string
@@ -52,10 +68,14 @@ type Gate struct {
 	Asks func(stage *stagecoachv1.Stage) bool
 	// Decide returns the blocks that hold the version (none: it passes) and what a pass says.
 	Decide func(in GateInputs) (blocks []stagecoachv1.GateBlock, passed string)
+	// Refuses, when set, says why the version is ruled out for good ("" when it is not): the
+	// Promotion then fails instead of waiting (see Refusal).
+	Refuses func(in GateInputs) string
 }
 
 // PromoteGates is the chain a version passes before it is applied, for automation and for a
-// person's Promotion alike, in this order.
+// person's Promotion alike, in this order. A Promotion that starts passes ApplyGates, which
+// end with one more.
 var PromoteGates = []Gate{
 	{Name: stagecoachv1.GateSignature, Asks: asksSignature, Decide: decideSignature},
 	{Name: stagecoachv1.GateWindow, Asks: asksWindows, Decide: decideWindows},
@@ -70,14 +90,22 @@ var PromoteGates = []Gate{
 	}},
 }
 
+// ApplyGates is the chain a promote passes when it starts: PromoteGates, then published, which
+// reads a follower's upstream records afresh. Automation's candidate came from those records
+// already (the follower offers only what they show verified), so status.candidate is judged by
+// PromoteGates alone.
+var ApplyGates = append(slices.Clip(PromoteGates),
+	Gate{Name: stagecoachv1.GatePublished, Asks: asksPublished, Decide: decidePublished, Refuses: refusesPublished})
+
 func notMediated(stage *stagecoachv1.Stage) bool {
 	m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
 	return m != nil && m.Status == metav1.ConditionFalse
 }
 
-// Asks reports whether the Stage asks for the named gate of PromoteGates.
+// Asks reports whether the Stage asks for the named gate of ApplyGates (which PromoteGates
+// begin).
 func Asks(stage *stagecoachv1.Stage, gate string) bool {
-	for _, g := range PromoteGates {
+	for _, g := range ApplyGates {
 		if g.Name == gate {
 			return g.Asks(stage)
 		}
@@ -108,6 +136,20 @@ func RunGates(chain []Gate, in GateInputs) ([]stagecoachv1.GateBlock, []stagecoa
 	return blocks, results
 }
 
+// Refusal is why a gate of the chain the Stage asks for rules the version out for good ("" when
+// none does): the Promotion then fails, whatever the other gates say.
+func Refusal(chain []Gate, in GateInputs) string {
+	for _, g := range chain {
+		if g.Refuses == nil || !g.Asks(in.Stage) {
+			continue
+		}
+		if why := g.Refuses(in); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
 func asksSignature(stage *stagecoachv1.Stage) bool {
 	src := stage.Spec.Source.Registry
 	return src != nil && src.Verify != nil
@@ -135,7 +177,7 @@ func decideWindows(in GateInputs) ([]stagecoachv1.GateBlock, string) {
 	if in.BreakGlass {
 		return nil, "passed with break-glass"
 	}
-	return asList(WindowBlock(in.Stage.Spec.Promotion.Windows, in.Now)), "inside the promotion windows"
+	return asList(windowBlock(in.Stage.Spec.Promotion.Windows, in.Now)), "inside the promotion windows"
 }
 
 func asksApprovals(stage *stagecoachv1.Stage) bool {
@@ -144,7 +186,7 @@ func asksApprovals(stage *stagecoachv1.Stage) bool {
 }
 
 func decideApprovals(in GateInputs) ([]stagecoachv1.GateBlock, string) {
-	return asList(ApprovalBlock(in.Stage, in.Digest, in.Approvals, in.Promoters)),
+	return asList(approvalBlock(in.Stage, in.Digest, in.Approvals, in.Promoters)),
 		fmt.Sprintf("approved by %d", in.Stage.Spec.Promotion.Approvals.Required)
 }
 
@@ -153,7 +195,7 @@ func asksDependencies(stage *stagecoachv1.Stage) bool {
 }
 
 func decideDependencies(in GateInputs) ([]stagecoachv1.GateBlock, string) {
-	return DependsOnBlocks(in.Stage, in.Dependencies, in.MatchVersion), "every dependency is Verified at a matching version and settled"
+	return dependsOnBlocks(in.Stage, in.Dependencies, in.MatchVersion), "every dependency is Verified at a matching version and settled"
 }
 
 func asksPrerequisites(stage *stagecoachv1.Stage) bool {
@@ -179,6 +221,33 @@ func decidePrerequisites(in GateInputs) ([]stagecoachv1.GateBlock, string) {
 			in.KubernetesVersion, want), ""
 	}
 	return nil, fmt.Sprintf("Kubernetes %s meets %q", in.KubernetesVersion, want)
+}
+
+func asksPublished(stage *stagecoachv1.Stage) bool {
+	return stage.Spec.Source.UpstreamRecords != nil
+}
+
+func decidePublished(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	if in.Published == nil {
+		// Never pass a version nobody checked against the records.
+		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GatePublished, Reason: stagecoachv1.ReasonNotPublished,
+			Message: in.Digest + " was not checked against the upstream's records"}}, ""
+	}
+	if b := in.Published.Block; b != nil {
+		held := *b
+		held.Gate = stagecoachv1.GatePublished
+		return []stagecoachv1.GateBlock{held}, ""
+	}
+	return nil, in.Published.Evidence
+}
+
+// refusesPublished: a version the upstream's records exclude (it failed, was rolled back or
+// frozen there) is never taken, so waiting would not help.
+func refusesPublished(in GateInputs) string {
+	if v := in.Published; v != nil && v.Excluded && v.Block != nil {
+		return v.Block.Reason + ": " + v.Block.Message
+	}
+	return ""
 }
 
 func asList(b *stagecoachv1.GateBlock) []stagecoachv1.GateBlock {

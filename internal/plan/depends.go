@@ -28,7 +28,7 @@ type Dependency struct {
 // message saying which and why. A dependency counts only when it is Verified at a version meeting
 // the constraint and settled: its status is up to date with its spec, no Promotion of it is
 // unfinished and it is not promoting anything newer.
-func DependsOnBlocks(stage *stagecoachv1.Stage, deps map[types.NamespacedName]Dependency, matches VersionMatcher) []stagecoachv1.GateBlock {
+func dependsOnBlocks(stage *stagecoachv1.Stage, deps map[types.NamespacedName]Dependency, matches VersionMatcher) []stagecoachv1.GateBlock {
 	var blocks []stagecoachv1.GateBlock
 	for _, d := range stage.Spec.DependsOn {
 		key := stage.DependencyKey(d)

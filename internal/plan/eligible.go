@@ -8,7 +8,7 @@ import (
 )
 
 // MaxSkipped bounds status.candidate.skipped: the newest ones are what a person looks for.
-const MaxSkipped = 5
+const maxSkipped = 5
 
 // SignatureOf verifies one digest for FirstEligible.
 type SignatureOf func(digest string) (*SignatureVerdict, error)
@@ -22,7 +22,7 @@ type SignatureOf func(digest string) (*SignatureVerdict, error)
 func FirstEligible(stage *stagecoachv1.Stage, offered []Candidate, signature SignatureOf) (*Candidate, []stagecoachv1.SkippedVersion, error) {
 	var skipped []stagecoachv1.SkippedVersion
 	skip := func(c *Candidate, gate, reason, msg string) {
-		if len(skipped) < MaxSkipped {
+		if len(skipped) < maxSkipped {
 			skipped = append(skipped, stagecoachv1.SkippedVersion{Version: c.Tag, Digest: c.Digest, Gate: gate, Reason: reason, Message: msg})
 		}
 	}

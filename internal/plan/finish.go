@@ -7,10 +7,10 @@ import (
 )
 
 // HistoryLimit bounds status.history; older entries live in the records.
-const HistoryLimit = 20
+const historyLimit = 20
 
 // FailedDigestsLimit bounds status.failedDigests.
-const FailedDigestsLimit = 32
+const failedDigestsLimit = 32
 
 // RollsBack reports whether a failed Promotion is followed by an automatic rollback: a promote
 // (a rollback that fails is not rolled back), the Stage rolls back automatically and has not
@@ -37,8 +37,8 @@ func RecordFailedDigest(st *stagecoachv1.StageStatus, p *stagecoachv1.Promotion)
 		return
 	}
 	st.FailedDigests = append(st.FailedDigests, p.Status.Version.Digest)
-	if n := len(st.FailedDigests); n > FailedDigestsLimit {
-		st.FailedDigests = st.FailedDigests[n-FailedDigestsLimit:]
+	if n := len(st.FailedDigests); n > failedDigestsLimit {
+		st.FailedDigests = st.FailedDigests[n-failedDigestsLimit:]
 	}
 }
 
@@ -54,8 +54,8 @@ func AddHistory(st *stagecoachv1.StageStatus, entry stagecoachv1.HistoryEntry) {
 		return
 	}
 	st.History = append([]stagecoachv1.HistoryEntry{entry}, st.History...)
-	if len(st.History) > HistoryLimit {
-		st.History = st.History[:HistoryLimit]
+	if len(st.History) > historyLimit {
+		st.History = st.History[:historyLimit]
 	}
 }
 

@@ -50,7 +50,7 @@ func selects(selector *metav1.LabelSelector, set map[string]string) bool {
 }
 
 // DescribeFreeze names a Freeze for people: which one, why, until when.
-func DescribeFreeze(f stagecoachv1.Freeze) string {
+func describeFreeze(f stagecoachv1.Freeze) string {
 	until := "until it is deleted"
 	if f.Spec.Until != nil {
 		until = "until " + f.Spec.Until.UTC().Format(time.RFC3339)
@@ -62,7 +62,7 @@ func DescribeFreeze(f stagecoachv1.Freeze) string {
 func FreezeBlocks(freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
 	var blocks []stagecoachv1.GateBlock
 	for _, f := range freezes {
-		blocks = append(blocks, stagecoachv1.GateBlock{Gate: stagecoachv1.GateFreeze, Reason: stagecoachv1.ReasonFrozen, Message: DescribeFreeze(f), Until: f.Spec.Until})
+		blocks = append(blocks, stagecoachv1.GateBlock{Gate: stagecoachv1.GateFreeze, Reason: stagecoachv1.ReasonFrozen, Message: describeFreeze(f), Until: f.Spec.Until})
 	}
 	return blocks
 }
@@ -70,7 +70,7 @@ func FreezeBlocks(freezes []stagecoachv1.Freeze) []stagecoachv1.GateBlock {
 // StageFrozen is the Stage's Frozen condition when a foreign write or a Freeze Promotion froze it
 // (only an Unfreeze ends that); nil when it is not frozen, or only Freeze objects hold it (those
 // are asked through ActiveFreezes, and end by themselves).
-func StageFrozen(stage *stagecoachv1.Stage) *metav1.Condition {
+func stageFrozen(stage *stagecoachv1.Stage) *metav1.Condition {
 	c := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason == stagecoachv1.ReasonFrozen {
 		return nil
@@ -83,7 +83,7 @@ func StageFrozen(stage *stagecoachv1.Stage) *metav1.Condition {
 // write's or a Freeze Promotion's freeze comes first, and a Stage no Freeze ever held has none).
 func FrozenByFreezes(stage *stagecoachv1.Stage, freezes []stagecoachv1.Freeze) *metav1.Condition {
 	current := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionFrozen)
-	if StageFrozen(stage) != nil {
+	if stageFrozen(stage) != nil {
 		return nil
 	}
 	if len(freezes) == 0 {
@@ -95,7 +95,7 @@ func FrozenByFreezes(stage *stagecoachv1.Stage, freezes []stagecoachv1.Freeze) *
 	}
 	held := make([]string, 0, len(freezes))
 	for _, f := range freezes {
-		held = append(held, DescribeFreeze(f))
+		held = append(held, describeFreeze(f))
 	}
 	return &metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonFrozen,
 		Message: strings.Join(held, "; ")}

@@ -78,7 +78,7 @@ func TestWindowBlock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			b := WindowBlock(tc.windows, tc.now)
+			b := windowBlock(tc.windows, tc.now)
 			if tc.reason == "" {
 				g.Expect(b).To(BeNil())
 				return
@@ -153,7 +153,7 @@ func TestApprovalBlock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			b := ApprovalBlock(tc.stage, d1, tc.approvals, tc.promoters)
+			b := approvalBlock(tc.stage, d1, tc.approvals, tc.promoters)
 			if !tc.blocked {
 				g.Expect(b).To(BeNil())
 				return
@@ -269,7 +269,7 @@ func TestDependsOnBlocks(t *testing.T) {
 			for _, o := range tc.others {
 				deps[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = Dependency{Stage: o, Moving: tc.moving}
 			}
-			blocks := DependsOnBlocks(s, deps, atLeast)
+			blocks := dependsOnBlocks(s, deps, atLeast)
 			g.Expect(blocks).To(HaveLen(len(tc.messages)))
 			for i, b := range blocks {
 				g.Expect(b.Gate).To(Equal(stagecoachv1.GateDependsOn))
@@ -336,4 +336,65 @@ func TestPromoteGatesTellAboutMediation(t *testing.T) {
 			g.Expect(results).To(Equal(tc.want))
 		})
 	}
+}
+
+// A follower's promote passes the published gate last, on what its upstream's records say when
+// it starts; automation's candidates are not judged by it.
+func TestPublishedGate(t *testing.T) {
+	follower := &stagecoachv1.Stage{Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{
+		UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{Repository: "reg.example/streams", Stream: "c/staging/payments"}}}}
+	until := metav1.NewTime(t0.Add(30 * time.Second))
+	notVerified := &stagecoachv1.GateBlock{Gate: stagecoachv1.GatePublished, Reason: stagecoachv1.ReasonNotPublished, Until: &until,
+		Message: d2 + " is not verified in the upstream's records"}
+	excluded := &stagecoachv1.GateBlock{Gate: stagecoachv1.GatePublished, Reason: stagecoachv1.ReasonNotPublished,
+		Message: d2 + " is never taken: it failed upstream"}
+	for _, tc := range []struct {
+		name      string
+		stage     *stagecoachv1.Stage
+		published *PublishedVerdict
+		blocks    []stagecoachv1.GateBlock
+		results   []stagecoachv1.GateResult
+		refused   string
+	}{
+		{name: "not a follower: not asked", stage: &stagecoachv1.Stage{}},
+		{name: "verified upstream: passes with the record it relied on", stage: follower,
+			published: &PublishedVerdict{Evidence: "v2 verified upstream in record 4 (upstreamSeq=4)"},
+			results:   []stagecoachv1.GateResult{{Gate: stagecoachv1.GatePublished, Passed: true, Message: "v2 verified upstream in record 4 (upstreamSeq=4)"}}},
+		{name: "not verified upstream: waits until the records are read again", stage: follower,
+			published: &PublishedVerdict{Block: notVerified}, blocks: []stagecoachv1.GateBlock{*notVerified},
+			results: []stagecoachv1.GateResult{{Gate: stagecoachv1.GatePublished, Message: notVerified.Message}}},
+		{name: "excluded upstream: refused for good", stage: follower,
+			published: &PublishedVerdict{Block: excluded, Excluded: true}, blocks: []stagecoachv1.GateBlock{*excluded},
+			results: []stagecoachv1.GateResult{{Gate: stagecoachv1.GatePublished, Message: excluded.Message}},
+			refused: "NotPublished: " + excluded.Message},
+		{name: "never checked: held", stage: follower,
+			blocks: []stagecoachv1.GateBlock{{Gate: stagecoachv1.GatePublished, Reason: stagecoachv1.ReasonNotPublished,
+				Message: d2 + " was not checked against the upstream's records"}},
+			results: []stagecoachv1.GateResult{{Gate: stagecoachv1.GatePublished, Message: d2 + " was not checked against the upstream's records"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := GateInputs{Stage: tc.stage, Digest: d2, Now: t0, Published: tc.published}
+			g.Expect(Asks(tc.stage, stagecoachv1.GatePublished)).To(Equal(tc.stage.Spec.Source.UpstreamRecords != nil))
+			blocks, results := RunGates(ApplyGates, in)
+			g.Expect(blocks).To(Equal(tc.blocks))
+			g.Expect(results).To(Equal(tc.results))
+			g.Expect(Refusal(ApplyGates, in)).To(Equal(tc.refused))
+			// Automation's chain leaves it out: the follower offers only what the records verified.
+			blocks, results = RunGates(PromoteGates, in)
+			g.Expect(blocks).To(BeEmpty())
+			g.Expect(results).To(BeEmpty())
+			g.Expect(Refusal(PromoteGates, in)).To(BeEmpty())
+		})
+	}
+}
+
+// The published gate comes last: a Promotion's status.gates list it after the others.
+func TestApplyGatesEndWithPublished(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(ApplyGates).To(HaveLen(len(PromoteGates) + 1))
+	for i, gate := range PromoteGates {
+		g.Expect(ApplyGates[i].Name).To(Equal(gate.Name))
+	}
+	g.Expect(ApplyGates[len(ApplyGates)-1].Name).To(Equal(stagecoachv1.GatePublished))
 }

@@ -9,42 +9,21 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
-// The admission policies of manifests/policies that Stages rely on.
-const (
-	PolicyApplication        = "application-guard.stagecoach.dev"
-	PolicyApplicationSet     = "applicationset-guard.stagecoach.dev"
-	PolicyFluxOCIRepository  = "flux-ocirepository-guard.stagecoach.dev"
-	PolicyFluxKustomization  = "flux-kustomization-guard.stagecoach.dev"
-	PolicyFluxHelmRelease    = "flux-helmrelease-guard.stagecoach.dev"
-	PolicyPromotionRequester = "promotion-requester-guard.stagecoach.dev"
-	PolicyApproval           = "approval-guard.stagecoach.dev"
-	PolicyStageAuthor        = "stage-author-guard.stagecoach.dev"
-)
-
-// applierPolicies are the guards of each built-in applier kind.
-var applierPolicies = map[string][]string{
-	"Application":    {PolicyApplication},
-	"ApplicationSet": {PolicyApplicationSet, PolicyApplication},
-	"OCIRepository":  {PolicyFluxOCIRepository},
-	"Kustomization":  {PolicyFluxKustomization},
-	"HelmRelease":    {PolicyFluxHelmRelease},
-}
-
 // GuardPolicies are the policies a Stage relies on: its applier's guard, the requester guard
 // (the approvals gate trusts spec.requestedBy) and, when it asks for approvals, the Approval
 // guard. A kind no policy guards relies on the author guard: the controller writes it as
 // spec.author, which only that policy makes the Stage's real author.
 func GuardPolicies(stage *stagecoachv1.Stage) []string {
 	if !stage.Spec.ApplyRef.Builtin() {
-		return []string{PolicyStageAuthor}
+		return []string{stagecoachv1.PolicyStageAuthor}
 	}
-	guards, ok := applierPolicies[stage.Spec.ApplyRef.Kind]
+	builtin, ok := stagecoachv1.LookupBuiltinApplier(stage.Spec.ApplyRef.Kind)
 	if !ok {
 		return nil
 	}
-	out := append(append([]string{}, guards...), PolicyPromotionRequester)
+	out := append(append([]string{}, builtin.Guards...), stagecoachv1.PolicyPromotionRequester)
 	if p := stage.Spec.Promotion; p != nil && p.Approvals != nil {
-		out = append(out, PolicyApproval)
+		out = append(out, stagecoachv1.PolicyApproval)
 	}
 	return out
 }

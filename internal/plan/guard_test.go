@@ -18,8 +18,8 @@ func TestGuarded(t *testing.T) {
 		}
 		return s
 	}
-	all := map[string]bool{PolicyApplication: true, PolicyApplicationSet: true, PolicyPromotionRequester: true, PolicyApproval: true,
-		PolicyFluxOCIRepository: true, PolicyFluxKustomization: true, PolicyFluxHelmRelease: true, PolicyStageAuthor: true}
+	all := map[string]bool{stagecoachv1.PolicyApplication: true, stagecoachv1.PolicyApplicationSet: true, stagecoachv1.PolicyPromotionRequester: true, stagecoachv1.PolicyApproval: true,
+		stagecoachv1.PolicyFluxOCIRepository: true, stagecoachv1.PolicyFluxKustomization: true, stagecoachv1.PolicyFluxHelmRelease: true, stagecoachv1.PolicyStageAuthor: true}
 	without := func(names ...string) map[string]bool {
 		m := map[string]bool{}
 		for k, v := range all {
@@ -42,21 +42,21 @@ func TestGuarded(t *testing.T) {
 		{name: "Application, all installed", stage: stage("Application", false), enforced: all,
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled,
 			wantMessage: "admission policies application-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev deny what they guard"},
-		{name: "Application without its guard", stage: stage("Application", false), enforced: without(PolicyApplication),
+		{name: "Application without its guard", stage: stage("Application", false), enforced: without(stagecoachv1.PolicyApplication),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
 			wantMessage: "admission policy application-guard.stagecoach.dev is not installed and bound to deny: anyone who may edit Application 'shop/payments' can change what it runs; install manifests/policies (or the Helm chart with policies.enabled)"},
 		{name: "HelmRelease with approvals, nothing installed", stage: stage("HelmRelease", true), enforced: map[string]bool{},
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
 			wantMessage: "admission policies flux-helmrelease-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev, approval-guard.stagecoach.dev are not installed"},
-		{name: "ApplicationSet relies on both Argo CD guards", stage: stage("ApplicationSet", false), enforced: without(PolicyApplicationSet),
+		{name: "ApplicationSet relies on both Argo CD guards", stage: stage("ApplicationSet", false), enforced: without(stagecoachv1.PolicyApplicationSet),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing, wantMessage: "applicationset-guard.stagecoach.dev is not installed"},
-		{name: "OCIRepository", stage: stage("OCIRepository", false), enforced: without(PolicyFluxKustomization),
+		{name: "OCIRepository", stage: stage("OCIRepository", false), enforced: without(stagecoachv1.PolicyFluxKustomization),
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled},
-		{name: "Kustomization", stage: stage("Kustomization", false), enforced: without(PolicyFluxKustomization),
+		{name: "Kustomization", stage: stage("Kustomization", false), enforced: without(stagecoachv1.PolicyFluxKustomization),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing, wantMessage: "flux-kustomization-guard.stagecoach.dev"},
 		{name: "any other kind relies on the author guard", stage: stage("Widget", false), enforced: all,
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled, wantMessage: "admission policies stage-author-guard.stagecoach.dev deny"},
-		{name: "any other kind without the author guard", stage: stage("Widget", false), enforced: without(PolicyStageAuthor),
+		{name: "any other kind without the author guard", stage: stage("Widget", false), enforced: without(stagecoachv1.PolicyStageAuthor),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
 			wantMessage: "admission policy stage-author-guard.stagecoach.dev is not installed and bound to deny: anyone who may write Stage 'shop/"},
 	}

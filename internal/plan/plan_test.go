@@ -256,7 +256,7 @@ func TestAutoPromote(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			stage := &stagecoachv1.Stage{Spec: tc.spec, Status: tc.status}
-			got, blocks := AutoPromote(stage, tc.candidate, tc.promotions, t0)
+			got, blocks := autoPromote(stage, tc.candidate, tc.promotions, t0)
 			g.Expect(got).To(Equal(tc.want))
 			gates := []string{}
 			for _, b := range blocks {

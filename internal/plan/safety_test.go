@@ -46,7 +46,7 @@ func TestWasVerified(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(WasVerified(tt.stage, tt.digest)).To(Equal(tt.want))
+			NewWithT(t).Expect(wasVerified(tt.stage, tt.digest)).To(Equal(tt.want))
 		})
 	}
 }

@@ -27,7 +27,7 @@ type Admission struct {
 // Admit decides whether a waiting Promotion may start on the Stage, held by the Freezes that hold
 // it now.
 func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stagecoachv1.Freeze) Admission {
-	if frozen := StageFrozen(stage); frozen != nil && !p.Spec.BreakGlass {
+	if frozen := stageFrozen(stage); frozen != nil && !p.Spec.BreakGlass {
 		return Admission{Wait: "waiting: Stage " + stage.Name + " is frozen (" + frozen.Message + "); an Unfreeze Promotion or break-glass lets it start"}
 	}
 	if stage.Spec.Suspend {
@@ -37,7 +37,7 @@ func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stage
 	rollback := p.Spec.Action == stagecoachv1.ActionRollback
 	if len(freezes) > 0 && !rollback {
 		// A rollback returns to what was verified: a Freeze that holds changes does not hold it.
-		held := DescribeFreeze(freezes[0])
+		held := describeFreeze(freezes[0])
 		if !p.Spec.BreakGlass {
 			return Admission{Wait: "waiting: " + held + "; a break-glass Promotion may start"}
 		}
@@ -53,7 +53,7 @@ func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stage
 		}
 		a.Version = &stagecoachv1.VersionReference{Digest: cur.Digest, Tag: cur.Version}
 	}
-	if rollback && !WasVerified(stage, a.Version.Digest) {
+	if rollback && !wasVerified(stage, a.Version.Digest) {
 		// A rollback passes the gates only because it returns to what was verified here.
 		return Admission{Fail: fmt.Sprintf("not rolled back: %s was never verified in Stage %s; a Rollback returns only to the "+
 			"last verified version or a verified entry of status.history. Promote it instead (stagecoach promote), and it passes the gates",
@@ -64,7 +64,7 @@ func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stage
 
 // WasVerified reports whether the Stage ran digest verified: its current version, or a
 // Succeeded entry of its history.
-func WasVerified(stage *stagecoachv1.Stage, digest string) bool {
+func wasVerified(stage *stagecoachv1.Stage, digest string) bool {
 	if cur := stage.Status.Current; cur != nil && cur.Digest == digest {
 		return true
 	}

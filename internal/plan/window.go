@@ -18,7 +18,7 @@ const windowLookahead = 366 * 24 * time.Hour
 // outside every Allow window (when there is one). Deny wins. Until is when the gate opens by
 // itself, when that can be known. A window that does not parse holds the promotion: a typo must
 // not open a release outside its hours.
-func WindowBlock(windows []stagecoachv1.TimeWindow, now time.Time) *stagecoachv1.GateBlock {
+func windowBlock(windows []stagecoachv1.TimeWindow, now time.Time) *stagecoachv1.GateBlock {
 	var (
 		denyUntil  time.Time
 		denyWhy    string

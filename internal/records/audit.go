@@ -9,11 +9,11 @@ import (
 
 // Break kinds an audit reports.
 const (
-	BreakMissing   = "Missing"   // a seq has no record
-	BreakSignature = "Signature" // no trusted key verifies the record
-	BreakMalformed = "Malformed" // not a record artifact, or not a valid record
-	BreakChain     = "Chain"     // prev does not name the record before it
-	BreakEmpty     = "Empty"     // the stream has no records at all
+	breakMissing   = "Missing"   // a seq has no record
+	breakSignature = "Signature" // no trusted key verifies the record
+	breakMalformed = "Malformed" // not a record artifact, or not a valid record
+	breakChain     = "Chain"     // prev does not name the record before it
+	breakEmpty     = "Empty"     // the stream has no records at all
 )
 
 // Break is one place where a stream cannot be trusted.
@@ -51,7 +51,7 @@ type Audit struct {
 // as every record after it). Missing seqs are reported as one break per run of them, which also
 // stands for any chain break right after them.
 func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream string) (*Audit, error) {
-	if err := ValidateStream(stream); err != nil {
+	if err := validateStream(stream); err != nil {
 		return nil, err
 	}
 	out := &Audit{Repository: store.Repository(), Stream: stream, Entries: []Entry{}, Breaks: []Break{}}
@@ -60,7 +60,7 @@ func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream str
 		return nil, fmt.Errorf("cannot list records of stream %q in %s: %w", stream, store.Repository(), err)
 	}
 	if len(seqs) == 0 {
-		out.Breaks = append(out.Breaks, Break{Kind: BreakEmpty,
+		out.Breaks = append(out.Breaks, Break{Kind: breakEmpty,
 			Message: fmt.Sprintf("%s holds no record of stream %q; check the repository and the stream id (the upstream Stage's status.stream.id)", store.Repository(), stream)})
 		return out, nil
 	}
@@ -90,7 +90,7 @@ func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream str
 			if s > last+2 {
 				what = fmt.Sprintf("records %d to %d are missing", last+1, s-1)
 			}
-			out.Breaks = append(out.Breaks, Break{Seq: last + 1, Kind: BreakMissing, Message: what})
+			out.Breaks = append(out.Breaks, Break{Seq: last + 1, Kind: breakMissing, Message: what})
 			prevKnown = false
 		}
 		last = s
@@ -98,9 +98,9 @@ func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream str
 		rec, digest, key, why := verifyArtifact(tc, repository, stream, s, a)
 		e.Digest, e.Key, e.Record, e.OK = digest, key, rec, rec != nil
 		if rec == nil {
-			kind := BreakSignature
+			kind := breakSignature
 			if a.Problem != "" || key != "" {
-				kind = BreakMalformed
+				kind = breakMalformed
 			}
 			out.Breaks = append(out.Breaks, Break{Seq: s, Kind: kind, Message: fmt.Sprintf("record %d: %s", s, why)})
 			// Show what decodes, trusted or not.
@@ -117,7 +117,7 @@ func AuditStream(ctx context.Context, store *Store, tc *trust.Config, stream str
 				if trustedSeq > 0 {
 					before = fmt.Sprintf("the newest trusted record before it is record %d (%q)", trustedSeq, trustedDigest)
 				}
-				out.Breaks = append(out.Breaks, Break{Seq: s, Kind: BreakChain,
+				out.Breaks = append(out.Breaks, Break{Seq: s, Kind: breakChain,
 					Message: fmt.Sprintf("record %d names %q as the record before it, but %s", s, rec.Prev, before)})
 				e.OK = false
 			}

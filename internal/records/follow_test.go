@@ -28,29 +28,29 @@ func TestFollowOffersWhatUpstreamVerified(t *testing.T) {
 		wantExcluded []string
 	}{
 		{name: "verified version offered",
-			steps:       []step{{ActionPromote, VerdictStarted, a}, {ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictVerified, a}},
+			steps:       []step{{ActionPromote, verdictStarted, a}, {ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictVerified, a}},
 			wantOffered: []string{a}},
 		{name: "promote not yet verified not offered",
 			steps: []step{{ActionPromote, VerdictSucceeded, a}}},
 		{name: "verify without a succeeded promote not offered",
-			steps: []step{{ActionPromote, VerdictStarted, a}, {ActionVerify, VerdictVerified, a}}},
+			steps: []step{{ActionPromote, verdictStarted, a}, {ActionVerify, VerdictVerified, a}}},
 		{name: "failed verification never offered, even verified later",
 			steps: []step{{ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictFailed, a},
 				{ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictVerified, a}},
 			wantExcluded: []string{a}},
 		{name: "deadline exceeded never offered",
-			steps:        []step{{ActionPromote, VerdictSucceeded, b}, {ActionVerify, VerdictDeadlineExceeded, b}},
+			steps:        []step{{ActionPromote, VerdictSucceeded, b}, {ActionVerify, verdictDeadlineExceeded, b}},
 			wantExcluded: []string{b}},
 		{name: "failed promote never offered",
 			steps:        []step{{ActionPromote, VerdictFailed, b}},
 			wantExcluded: []string{b}},
 		{name: "rolled back after release no longer offered",
 			steps: []step{{ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictVerified, a},
-				{ActionPromote, VerdictSucceeded, b}, {ActionVerify, VerdictVerified, b}, {ActionRollback, VerdictRolledBack, b}},
+				{ActionPromote, VerdictSucceeded, b}, {ActionVerify, VerdictVerified, b}, {actionRollback, verdictRolledBack, b}},
 			wantOffered: []string{a}, wantExcluded: []string{b}},
 		{name: "freeze record naming a version that failed after release",
 			steps: []step{{ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictVerified, a},
-				{ActionPromote, VerdictSucceeded, c}, {ActionVerify, VerdictVerified, c}, {ActionFreeze, "", c}, {ActionUnfreeze, "", ""}},
+				{ActionPromote, VerdictSucceeded, c}, {ActionVerify, VerdictVerified, c}, {ActionFreeze, "", c}, {actionUnfreeze, "", ""}},
 			wantOffered: []string{a}, wantExcluded: []string{c}},
 		{name: "freeze without a version excludes nothing",
 			steps:       []step{{ActionPromote, VerdictSucceeded, a}, {ActionVerify, VerdictVerified, a}, {ActionFreeze, "", ""}},
@@ -106,7 +106,7 @@ func TestFollowIsIncremental(t *testing.T) {
 	seen := v1.Head
 
 	up.release(digestOf('b'))
-	up.add(ActionRollback, VerdictRolledBack, digestOf('a'))
+	up.add(actionRollback, verdictRolledBack, digestOf('a'))
 	reg.resetGets() // again: only the follower's reads count
 	v2, err := f.Read(t.Context(), testStream, v1, &seen)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -169,7 +169,7 @@ func TestFollowSkipsUntrusted(t *testing.T) {
 		up.release(digestOf('a'))
 		forger := newUpstream(t, reg.store(t), evil, testStream)
 		forger.seq, forger.head = up.seq, up.head
-		forger.add(ActionRollback, VerdictRolledBack, digestOf('a')) // 3
+		forger.add(actionRollback, verdictRolledBack, digestOf('a')) // 3
 		reg.pushJunk(t, Tag(testStream, 4))
 		up.seq = 4                // the recorder moved past both; prev stays its own record 2
 		up.release(digestOf('b')) // 5, 6
@@ -199,14 +199,14 @@ func TestFollowSkipsUntrusted(t *testing.T) {
 		reg := newRegistry(t)
 		up := newUpstream(t, reg.store(t), oldKey, testStream)
 		up.release(digestOf('a'))
-		up.add(ActionRollback, VerdictRolledBack, digestOf('a')) // 3: the failure someone wants hidden
+		up.add(actionRollback, verdictRolledBack, digestOf('a')) // 3: the failure someone wants hidden
 		up.release(digestOf('b'))
 		reg.deleteTag(t, Tag(testStream, 3))
 		reg.pushJunk(t, Tag(testStream, 3))
 		f := tc(t)
 		f.Store = reg.store(t)
 		_, err := f.Read(t.Context(), testStream, nil, nil)
-		g.Expect(err).To(MatchError(ErrGap))
+		g.Expect(err).To(MatchError(errGap))
 		g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
 		g.Expect(err).To(MatchError(ContainSubstring("record 4 after it names")))
 	})
@@ -233,9 +233,9 @@ func TestFollowSkipsUntrusted(t *testing.T) {
 		// A trusted record removed below it still is.
 		reg.deleteTag(t, Tag(testStream, 4))
 		_, err = f.Read(t.Context(), testStream, v, &seen)
-		g.Expect(err).To(MatchError(ErrRemoved))
+		g.Expect(err).To(MatchError(errRemoved))
 		_, err = f.Read(t.Context(), testStream, nil, &seen)
-		g.Expect(err).To(MatchError(ErrRemoved))
+		g.Expect(err).To(MatchError(errRemoved))
 	})
 	t.Run("a forged record before a trusted one is a gap", func(t *testing.T) {
 		g := NewWithT(t)
@@ -250,7 +250,7 @@ func TestFollowSkipsUntrusted(t *testing.T) {
 		f := tc(t)
 		f.Store = reg.store(t)
 		_, err := f.Read(t.Context(), testStream, nil, nil)
-		g.Expect(err).To(MatchError(ErrGap))
+		g.Expect(err).To(MatchError(errGap))
 		g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
 	})
 	t.Run("no trust config", func(t *testing.T) {
@@ -284,18 +284,18 @@ func TestFollowRefusesRemovedOrRewritten(t *testing.T) {
 		wantErr error
 		wantMsg string
 	}{
-		{name: "newest record deleted", wantErr: ErrRemoved, wantMsg: "ends at record 3, before record 4",
+		{name: "newest record deleted", wantErr: errRemoved, wantMsg: "ends at record 3, before record 4",
 			cut: func(t *testing.T, reg *testRegistry, up *upstream) { reg.deleteTag(t, Tag(testStream, 4)) }},
-		{name: "an older record deleted", wantErr: ErrRemoved, wantMsg: "record 2 of stream",
+		{name: "an older record deleted", wantErr: errRemoved, wantMsg: "record 2 of stream",
 			cut: func(t *testing.T, reg *testRegistry, up *upstream) { reg.deleteTag(t, Tag(testStream, 2)) }},
-		{name: "newest record rewritten by the trusted key, stream grown since", wantErr: ErrRewritten, wantMsg: "record 4 of stream",
+		{name: "newest record rewritten by the trusted key, stream grown since", wantErr: errRewritten, wantMsg: "record 4 of stream",
 			cut: func(t *testing.T, reg *testRegistry, up *upstream) {
 				reg.deleteTag(t, Tag(testStream, 4))
 				up.seq, up.head = 3, up.w.mustDigestAt(t, 3)
 				up.add(ActionVerify, VerdictVerified, digestOf('f')) // another record at seq 4
 				up.release(digestOf('9'))                            // and more after it
 			}},
-		{name: "newest record replaced by a forgery", wantErr: ErrRewritten, wantMsg: "does not verify",
+		{name: "newest record replaced by a forgery", wantErr: errRewritten, wantMsg: "does not verify",
 			cut: func(t *testing.T, reg *testRegistry, up *upstream) {
 				_, _, evil := cosignKeys(t)
 				reg.deleteTag(t, Tag(testStream, 4))
@@ -303,7 +303,7 @@ func TestFollowRefusesRemovedOrRewritten(t *testing.T) {
 				forger.seq, forger.head = 3, up.w.mustDigestAt(t, 3)
 				forger.add(ActionVerify, VerdictVerified, digestOf('f'))
 			}},
-		{name: "a record missing after the one seen is a gap", wantErr: ErrGap, wantMsg: "record 5 of stream",
+		{name: "a record missing after the one seen is a gap", wantErr: errGap, wantMsg: "record 5 of stream",
 			cut: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('9'))
 				reg.deleteTag(t, Tag(testStream, 5))
@@ -366,7 +366,7 @@ func TestFollowKeyRotation(t *testing.T) {
 			wantHead: 4, wantOffered: []string{digestOf('b'), digestOf('a')}},
 		{name: "only the old key", trusted: map[string]testKey{"recorder-2025": oldKey},
 			wantHead: 2, wantSkipped: 2, wantOffered: []string{digestOf('a')}},
-		{name: "only the new key", trusted: map[string]testKey{"recorder-2026": newKey}, wantErr: ErrGap},
+		{name: "only the new key", trusted: map[string]testKey{"recorder-2026": newKey}, wantErr: errGap},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -413,7 +413,7 @@ func TestFollowRegistryDownThenBack(t *testing.T) {
 	g.Expect(v.Head).To(Equal(seen), "a failed read leaves the view as it was")
 
 	// The recorder's write fails too, and succeeds once the registry is back: delayed, not lost.
-	pending := up.record(ActionRollback, VerdictRolledBack, digestOf('a'))
+	pending := up.record(actionRollback, verdictRolledBack, digestOf('a'))
 	_, err = up.w.Write(t.Context(), pending)
 	g.Expect(err).To(MatchError(ociclient.ErrUnreachable))
 
@@ -449,7 +449,7 @@ func TestFollowRefusesFork(t *testing.T) {
 	up.add(ActionPromote, VerdictSucceeded, digestOf('b'))
 	f := Follower{Store: reg.store(t), Trust: trustOf(t, map[string]testKey{"staging": oldKey}, testStream)}
 	_, err := f.Read(t.Context(), testStream, nil, nil)
-	g.Expect(err).To(MatchError(ErrFork))
+	g.Expect(err).To(MatchError(errFork))
 	g.Expect(err).To(MatchError(ContainSubstring("record 3 of stream")))
 }
 
@@ -488,7 +488,7 @@ func TestFollowBindsTrustToRepository(t *testing.T) {
 	reg := newRegistry(t)
 	up := newUpstream(t, reg.store(t), oldKey, testStream)
 	up.release(digestOf('a'))
-	up.add(ActionRollback, VerdictRolledBack, digestOf('a'))
+	up.add(actionRollback, verdictRolledBack, digestOf('a'))
 	copyRepo := strings.TrimPrefix(reg.srv.URL, "http://") + "/someones/copy"
 	for seq := int64(1); seq <= 2; seq++ { // the rollback left out
 		src, err := name.NewTag(reg.repository() + ":" + Tag(testStream, seq))

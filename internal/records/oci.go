@@ -39,21 +39,21 @@ import (
 // signatures differ on every signing), and it is exactly a `cosign sign-blob` signature.
 const (
 	// ConfigMediaType marks a manifest as a Stagecoach record.
-	ConfigMediaType types.MediaType = "application/vnd.stagecoach.record.config.v1+json"
+	configMediaType types.MediaType = "application/vnd.stagecoach.record.config.v1+json"
 	// LayerMediaType is the record layer.
-	LayerMediaType types.MediaType = "application/vnd.stagecoach.record.v1+json"
+	layerMediaType types.MediaType = "application/vnd.stagecoach.record.v1+json"
 
 	// AnnotationSignature is the base64 signature of the record bytes by the recorder key.
-	AnnotationSignature = "dev.stagecoach.record.signature"
+	annotationSignature = "dev.stagecoach.record.signature"
 	// AnnotationKeyID names the key that signed (verify.KeyID); a hint for people, never trusted.
-	AnnotationKeyID = "dev.stagecoach.record.key-id"
+	annotationKeyID = "dev.stagecoach.record.key-id"
 	// AnnotationStream and AnnotationSeq repeat the record's stream and seq for people browsing a
 	// registry; readers trust only the signed record.
-	AnnotationStream = "dev.stagecoach.record.stream"
-	AnnotationSeq    = "dev.stagecoach.record.seq"
+	annotationStream = "dev.stagecoach.record.stream"
+	annotationSeq    = "dev.stagecoach.record.seq"
 
 	// maxManifestBytes bounds what a reader accepts as a record manifest.
-	maxManifestBytes = 4 * MaxRecordBytes
+	maxManifestBytes = 4 * maxRecordBytes
 )
 
 var configBlob = []byte("{}")
@@ -127,7 +127,7 @@ func (s *Store) seqs(ctx context.Context, stream string) (map[int64]string, erro
 		}
 		return nil, s.classify(err)
 	}
-	prefix := TagPrefix(stream)
+	prefix := tagPrefix(stream)
 	out := map[int64]string{}
 	for _, t := range tags {
 		if n, ok := seqOfTag(prefix, t); ok {
@@ -207,13 +207,13 @@ func (s *Store) fetch(ctx context.Context, tag string) (*artifact, error) {
 		a.Problem = "manifest is not an OCI image manifest: " + err.Error()
 		return a, nil
 	}
-	if m.Config.MediaType != ConfigMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != LayerMediaType {
+	if m.Config.MediaType != configMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != layerMediaType {
 		a.Problem = fmt.Sprintf("manifest is not a Stagecoach record (config %q, %d layers)", m.Config.MediaType, len(m.Layers))
 		return a, nil
 	}
 	l := m.Layers[0]
-	if l.Size < 0 || l.Size > MaxRecordBytes {
-		a.Problem = fmt.Sprintf("record layer is %d bytes, more than %d", l.Size, MaxRecordBytes)
+	if l.Size < 0 || l.Size > maxRecordBytes {
+		a.Problem = fmt.Sprintf("record layer is %d bytes, more than %d", l.Size, maxRecordBytes)
 		return a, nil
 	}
 	b := l.Data
@@ -230,7 +230,7 @@ func (s *Store) fetch(ctx context.Context, tag string) (*artifact, error) {
 			}
 			return nil, s.classify(err)
 		}
-		b, err = io.ReadAll(io.LimitReader(rc, MaxRecordBytes+1))
+		b, err = io.ReadAll(io.LimitReader(rc, maxRecordBytes+1))
 		_ = rc.Close()
 		if err != nil {
 			return nil, s.classify(err)
@@ -241,10 +241,10 @@ func (s *Store) fetch(ctx context.Context, tag string) (*artifact, error) {
 		return a, nil
 	}
 	a.Bytes = b
-	a.KeyHint = m.Annotations[AnnotationKeyID]
-	sig, err := base64.StdEncoding.DecodeString(m.Annotations[AnnotationSignature])
+	a.KeyHint = m.Annotations[annotationKeyID]
+	sig, err := base64.StdEncoding.DecodeString(m.Annotations[annotationSignature])
 	if err != nil || len(sig) == 0 {
-		a.Problem = "record has no signature annotation " + AnnotationSignature
+		a.Problem = "record has no signature annotation " + annotationSignature
 		return a, nil
 	}
 	a.Sig = sig
@@ -319,8 +319,8 @@ func (s *Store) push(ctx context.Context, tag string, rec []byte, stream string,
 	if err != nil {
 		return "", err
 	}
-	layer := static.NewLayer(rec, LayerMediaType)
-	cfg := static.NewLayer(configBlob, ConfigMediaType)
+	layer := static.NewLayer(rec, layerMediaType)
+	cfg := static.NewLayer(configBlob, configMediaType)
 	for _, l := range []v1.Layer{cfg, layer} {
 		if err := ps.Upload(ctx, s.repo, l); err != nil {
 			return "", s.classify(err)
@@ -331,13 +331,13 @@ func (s *Store) push(ctx context.Context, tag string, rec []byte, stream string,
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		Config:        v1.Descriptor{MediaType: ConfigMediaType, Size: int64(len(configBlob)), Digest: cd},
-		Layers:        []v1.Descriptor{{MediaType: LayerMediaType, Size: int64(len(rec)), Digest: ld, Data: rec}},
+		Config:        v1.Descriptor{MediaType: configMediaType, Size: int64(len(configBlob)), Digest: cd},
+		Layers:        []v1.Descriptor{{MediaType: layerMediaType, Size: int64(len(rec)), Digest: ld, Data: rec}},
 		Annotations: map[string]string{
-			AnnotationSignature: base64.StdEncoding.EncodeToString(sig),
-			AnnotationKeyID:     keyID,
-			AnnotationStream:    stream,
-			AnnotationSeq:       strconv.FormatInt(seq, 10),
+			annotationSignature: base64.StdEncoding.EncodeToString(sig),
+			annotationKeyID:     keyID,
+			annotationStream:    stream,
+			annotationSeq:       strconv.FormatInt(seq, 10),
 		},
 	}
 	raw, err := json.Marshal(m)

@@ -15,15 +15,15 @@ import (
 var (
 	// ErrRemoved: the stream ends before the record the follower last read, or that record's tag
 	// is gone: records were removed, and one of them could be a failure.
-	ErrRemoved = errors.New("upstream records were removed")
+	errRemoved = errors.New("upstream records were removed")
 	// ErrRewritten: another record holds the seq of the record the follower last read.
-	ErrRewritten = errors.New("upstream records were rewritten")
+	errRewritten = errors.New("upstream records were rewritten")
 	// ErrGap: a trusted record names a record before it that is not the newest trusted record
 	// before it, and what lies between is missing or not signed by a trusted key: a trusted
 	// record was removed or replaced.
-	ErrGap = errors.New("upstream stream has a gap")
+	errGap = errors.New("upstream stream has a gap")
 	// ErrFork: a trusted record does not chain to the trusted record before it.
-	ErrFork = errors.New("upstream stream is forked")
+	errFork = errors.New("upstream stream is forked")
 	// ErrUntrusted: no trust config, or no key in it is bound to the stream.
 	ErrUntrusted = errors.New("upstream stream is not trusted")
 )
@@ -174,7 +174,7 @@ func (v *View) fold(r *Record, digest, manifest string) {
 		default:
 			exclude(fmt.Sprintf("it failed verification upstream: %s (record %d)", r.Verdict, r.Seq))
 		}
-	case ActionRollback:
+	case actionRollback:
 		exclude(fmt.Sprintf("it was rolled back upstream (record %d)", r.Seq))
 	case ActionFreeze:
 		exclude(fmt.Sprintf("a freeze upstream names it as failed (record %d)", r.Seq))
@@ -210,7 +210,7 @@ type Follower struct {
 // the head by its manifest digest alone. Only the tags present are read, so a tag pushed at a
 // far seq costs one fetch, not a walk to it.
 func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Seen) (*View, error) {
-	if err := ValidateStream(stream); err != nil {
+	if err := validateStream(stream); err != nil {
 		return nil, err
 	}
 	repository := f.Store.Repository()
@@ -243,11 +243,11 @@ func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Se
 	for _, m := range marks {
 		if top < m.Seq {
 			return nil, fmt.Errorf("%w: stream %q ends at record %d, before record %d this Stage already read (status.upstreamSeen); "+
-				"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, stream, top, m.Seq)
+				"if an auditor confirms the cut, clear status.upstreamSeen", errRemoved, stream, top, m.Seq)
 		}
 		if _, ok := seqs[m.Seq]; !ok {
 			return nil, fmt.Errorf("%w: record %d of stream %q, which this Stage already read, is gone; "+
-				"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, m.Seq, stream)
+				"if an auditor confirms the cut, clear status.upstreamSeen", errRemoved, m.Seq, stream)
 		}
 	}
 	// The trusted records this view folded are not read again: each must still be there. (A
@@ -257,7 +257,7 @@ func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Se
 			continue
 		}
 		return nil, fmt.Errorf("%w: record %d of stream %q is gone, at or before record %d this Stage already read; "+
-			"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, s, stream, view.Head.Seq)
+			"if an auditor confirms the cut, clear status.upstreamSeen", errRemoved, s, stream, view.Head.Seq)
 	}
 	if seen != nil && seen.Seq > 0 && seen.Seq == view.Head.Seq && seen.Digest != view.Head.Digest {
 		return nil, rewritten(stream, *seen, view.Head.Digest, "")
@@ -304,7 +304,7 @@ func (f *Follower) Read(ctx context.Context, stream string, view *View, seen *Se
 		if seen != nil && seen.Seq == seq && (rec == nil || digest != seen.Digest) {
 			if a == nil {
 				return nil, fmt.Errorf("%w: record %d of stream %q, which this Stage already read, is gone; "+
-					"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, seq, stream)
+					"if an auditor confirms the cut, clear status.upstreamSeen", errRemoved, seq, stream)
 			}
 			return nil, rewritten(stream, *seen, digest, why)
 		}
@@ -338,17 +338,17 @@ func chainBroken(stream string, rec *Record, head Seen, seen *Seen) error {
 	}
 	if rec.Seq == head.Seq+1 {
 		return fmt.Errorf("%w: record %d of stream %q names %s, but the record before it is %s",
-			ErrFork, rec.Seq, stream, names, before)
+			errFork, rec.Seq, stream, names, before)
 	}
 	// Something between the two held a trusted record that is gone or no longer verifies.
 	first := head.Seq + 1
 	if seen != nil && first <= seen.Seq {
 		return fmt.Errorf("%w: record %d of stream %q is missing or not signed by a trusted key, and record %d after it names %s, not %s: "+
 			"a trusted record at or before record %d, which this Stage already read, was removed or replaced; "+
-			"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, first, stream, rec.Seq, names, before, seen.Seq)
+			"if an auditor confirms the cut, clear status.upstreamSeen", errRemoved, first, stream, rec.Seq, names, before, seen.Seq)
 	}
 	return fmt.Errorf("%w: record %d of stream %q is missing or not signed by a trusted key, and record %d after it names %s, not %s: "+
-		"a trusted record was removed, or replaced by something no trusted key signed", ErrGap, first, stream, rec.Seq, names, before)
+		"a trusted record was removed, or replaced by something no trusted key signed", errGap, first, stream, rec.Seq, names, before)
 }
 
 // checkAt checks that the trusted record at mark is still the one the follower read.
@@ -356,7 +356,7 @@ func (f *Follower) checkAt(ctx context.Context, stream string, seqs map[int64]st
 	a, err := f.Store.fetch(ctx, seqs[mark.Seq])
 	if errors.Is(err, errAbsent) {
 		return fmt.Errorf("%w: record %d of stream %q, which this Stage already read, is gone; "+
-			"if an auditor confirms the cut, clear status.upstreamSeen", ErrRemoved, mark.Seq, stream)
+			"if an auditor confirms the cut, clear status.upstreamSeen", errRemoved, mark.Seq, stream)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot read record %d of stream %q: %w", mark.Seq, stream, err)
@@ -374,7 +374,7 @@ func rewritten(stream string, mark Seen, digest, why string) error {
 		found = "a record that does not verify (" + why + ")"
 	}
 	return fmt.Errorf("%w: record %d of stream %q was %s when this Stage read it and is now %s; "+
-		"if an auditor confirms the change, clear status.upstreamSeen", ErrRewritten, mark.Seq, stream, mark.Digest, found)
+		"if an auditor confirms the change, clear status.upstreamSeen", errRewritten, mark.Seq, stream, mark.Digest, found)
 }
 
 // verify decodes and checks one artifact against the trust config. A nil record means it does

@@ -20,7 +20,7 @@ const APIVersion = "records.stagecoach.dev/v1"
 
 // MaxRecordBytes bounds one record. Records are small (a few hundred bytes); the bound keeps a
 // hostile registry from making a reader allocate without limit.
-const MaxRecordBytes = 64 << 10
+const maxRecordBytes = 64 << 10
 
 // Action is what happened on the Stage.
 type Action string
@@ -32,11 +32,11 @@ const (
 	// ActionVerify: the landing verdict of a promoted version (Verified, Failed, DeadlineExceeded).
 	ActionVerify Action = "Verify"
 	// ActionRollback: Version was rolled back (RolledBack), to Restored.
-	ActionRollback Action = "Rollback"
+	actionRollback Action = "Rollback"
 	// ActionFreeze: the Stage was frozen; Version, when set, is the failed version that caused it.
 	ActionFreeze Action = "Freeze"
 	// ActionUnfreeze: the freeze ended.
-	ActionUnfreeze Action = "Unfreeze"
+	actionUnfreeze Action = "Unfreeze"
 )
 
 // Verdict is the outcome the record states.
@@ -44,21 +44,21 @@ type Verdict string
 
 // Verdicts.
 const (
-	VerdictStarted          Verdict = "Started"
+	verdictStarted          Verdict = "Started"
 	VerdictSucceeded        Verdict = "Succeeded"
 	VerdictVerified         Verdict = "Verified"
 	VerdictFailed           Verdict = "Failed"
-	VerdictDeadlineExceeded Verdict = "DeadlineExceeded"
-	VerdictRolledBack       Verdict = "RolledBack"
+	verdictDeadlineExceeded Verdict = "DeadlineExceeded"
+	verdictRolledBack       Verdict = "RolledBack"
 )
 
 // verdicts lists, per action, the verdicts a record of that action may carry ("" = none).
 var verdicts = map[Action][]Verdict{
-	ActionPromote:  {VerdictStarted, VerdictSucceeded, VerdictFailed},
-	ActionVerify:   {VerdictVerified, VerdictFailed, VerdictDeadlineExceeded},
-	ActionRollback: {VerdictRolledBack, VerdictFailed},
+	ActionPromote:  {verdictStarted, VerdictSucceeded, VerdictFailed},
+	ActionVerify:   {VerdictVerified, VerdictFailed, verdictDeadlineExceeded},
+	actionRollback: {verdictRolledBack, VerdictFailed},
 	ActionFreeze:   {""},
-	ActionUnfreeze: {""},
+	actionUnfreeze: {""},
 }
 
 // Record is one step on a Stage. Its canonical encoding (Encode) is what is signed, pushed and
@@ -127,7 +127,7 @@ type Time struct{ time.Time }
 func NewTime(t time.Time) Time { return Time{t.UTC().Truncate(time.Second)} }
 
 // NewTimePtr is NewTime for optional fields.
-func NewTimePtr(t time.Time) *Time { tt := NewTime(t); return &tt }
+func newTimePtr(t time.Time) *Time { tt := NewTime(t); return &tt }
 
 // MarshalJSON writes the canonical spelling.
 func (t Time) MarshalJSON() ([]byte, error) {
@@ -169,7 +169,7 @@ var (
 // continues its stream from the registry's head, so history is never forked by a re-creation.
 func StreamID(cluster, namespace, name string) (string, error) {
 	id := cluster + "/" + namespace + "/" + name
-	if err := ValidateStream(id); err != nil {
+	if err := validateStream(id); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -186,7 +186,7 @@ func ClusterIdentity(kubeSystemUID string) (string, error) {
 }
 
 // ValidateStream checks a stream id has the form <cluster>/<namespace>/<name>.
-func ValidateStream(id string) error {
+func validateStream(id string) error {
 	if len(id) > 330 || !streamRE.MatchString(id) {
 		return fmt.Errorf("stream id %q is not <cluster>/<namespace>/<name> in lowercase DNS labels; copy the upstream Stage's status.stream.id", id)
 	}
@@ -201,7 +201,7 @@ const maxTagPrefix = 128 - 1 - 19
 // too long for a tag keeps its head and ends with "_" and a hash of the whole id ("_" cannot occur
 // in a Kubernetes name, so it never collides with an unshortened prefix). The record inside names
 // its stream too, and readers check it, so a collision could not mix streams anyway.
-func TagPrefix(stream string) string {
+func tagPrefix(stream string) string {
 	p := strings.ReplaceAll(stream, "/", ".")
 	if len(p) <= maxTagPrefix {
 		return p
@@ -213,7 +213,7 @@ func TagPrefix(stream string) string {
 
 // Tag is the tag of the record seq of stream: <stream>-<seq>.
 func Tag(stream string, seq int64) string {
-	return TagPrefix(stream) + "-" + strconv.FormatInt(seq, 10)
+	return tagPrefix(stream) + "-" + strconv.FormatInt(seq, 10)
 }
 
 // seqOfTag returns the seq a tag holds for the stream whose prefix is prefix, or false when the
@@ -238,7 +238,7 @@ func (r *Record) Validate() error {
 	if r.APIVersion != APIVersion {
 		return fmt.Errorf("record apiVersion %q is not supported (this reader knows %q): upgrade stagecoach", r.APIVersion, APIVersion)
 	}
-	if err := ValidateStream(r.Stream); err != nil {
+	if err := validateStream(r.Stream); err != nil {
 		return err
 	}
 	if r.Seq < 1 {
@@ -261,7 +261,7 @@ func (r *Record) Validate() error {
 	if !containsVerdict(allowed, r.Verdict) {
 		return fmt.Errorf("record seq %d: action %s cannot have verdict %q", r.Seq, r.Action, r.Verdict)
 	}
-	needsVersion := r.Action == ActionPromote || r.Action == ActionVerify || r.Action == ActionRollback
+	needsVersion := r.Action == ActionPromote || r.Action == ActionVerify || r.Action == actionRollback
 	if needsVersion && r.Version == nil {
 		return fmt.Errorf("record seq %d: action %s needs a version", r.Seq, r.Action)
 	}
@@ -306,8 +306,8 @@ func Encode(r *Record) ([]byte, error) {
 		return nil, err
 	}
 	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	if len(b) > MaxRecordBytes {
-		return nil, fmt.Errorf("record seq %d is %d bytes, more than %d: shorten gate evidence", r.Seq, len(b), MaxRecordBytes)
+	if len(b) > maxRecordBytes {
+		return nil, fmt.Errorf("record seq %d is %d bytes, more than %d: shorten gate evidence", r.Seq, len(b), maxRecordBytes)
 	}
 	return b, nil
 }
@@ -316,8 +316,8 @@ func Encode(r *Record) ([]byte, error) {
 // and trailing data refused, the record validated, and the bytes required to be canonical (so
 // one record has exactly one digest and nothing can hide in whitespace or key order).
 func Decode(b []byte) (*Record, error) {
-	if len(b) > MaxRecordBytes {
-		return nil, fmt.Errorf("record is %d bytes, more than %d", len(b), MaxRecordBytes)
+	if len(b) > maxRecordBytes {
+		return nil, fmt.Errorf("record is %d bytes, more than %d", len(b), maxRecordBytes)
 	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`

@@ -32,7 +32,7 @@ func sampleRecord() *Record {
 		Gates:       []Gate{{Name: "soak", Evidence: "verified upstream 31m ago"}, {Name: "approvals", Evidence: "2 of release-managers: ann, bob"}},
 		Actor:       "system:serviceaccount:stagecoach:controller",
 		BreakGlass:  &BreakGlass{Reason: "hotfix <CVE> & co"},
-		Times:       Times{Recorded: NewTime(t0), Started: NewTimePtr(t0.Add(-time.Minute).In(time.FixedZone("CET", 3600))), Finished: NewTimePtr(t0.Add(500 * time.Millisecond))},
+		Times:       Times{Recorded: NewTime(t0), Started: newTimePtr(t0.Add(-time.Minute).In(time.FixedZone("CET", 3600))), Finished: newTimePtr(t0.Add(500 * time.Millisecond))},
 	}
 }
 
@@ -78,7 +78,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{name: "not canonical: local time", in: strings.Replace(s, `"recorded":"2026-12-01T11:10:19Z"`, `"recorded":"2026-12-01T12:10:19+01:00"`, 1), wantErr: "not in canonical form"},
 		{name: "not canonical: escaped letter", in: strings.Replace(s, `"service":"payments"`, `"service":"p\u0061yments"`, 1), wantErr: "not in canonical form"},
 		{name: "trailing data", in: s + `{}`, wantErr: "data after"},
-		{name: "too large", in: s + strings.Repeat(" ", MaxRecordBytes), wantErr: "more than"},
+		{name: "too large", in: s + strings.Repeat(" ", maxRecordBytes), wantErr: "more than"},
 		{name: "not JSON", in: `[1,2]`, wantErr: "not a JSON object"},
 		{name: "bad action", in: strings.Replace(s, `"action":"Promote"`, `"action":"Delete"`, 1), wantErr: `unknown action "Delete"`},
 		{name: "verdict not allowed", in: strings.Replace(s, `"verdict":"Succeeded"`, `"verdict":"Verified"`, 1), wantErr: `cannot have verdict "Verified"`},
@@ -159,7 +159,7 @@ func TestStreamIDAndTags(t *testing.T) {
 			}
 			g.Expect(len(Tag(id, 1<<62))).To(BeNumerically("<=", 128))
 			g.Expect(tag).To(MatchRegexp(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`))
-			n, ok := seqOfTag(TagPrefix(id), tag)
+			n, ok := seqOfTag(tagPrefix(id), tag)
 			g.Expect(ok).To(BeTrue())
 			g.Expect(n).To(Equal(int64(7)))
 		})
@@ -175,10 +175,10 @@ func TestStreamIDAndTags(t *testing.T) {
 	t.Run("a neighbour stream's tags are not ours", func(t *testing.T) {
 		g := NewWithT(t)
 		// Stage "payments-1" next to "payments": its record 5 must not read as our record "1-5".
-		_, ok := seqOfTag(TagPrefix("c1/prod/payments"), Tag("c1/prod/payments-1", 5))
+		_, ok := seqOfTag(tagPrefix("c1/prod/payments"), Tag("c1/prod/payments-1", 5))
 		g.Expect(ok).To(BeFalse())
 		for _, bad := range []string{"c1.prod.payments-0", "c1.prod.payments-01", "c1.prod.payments-", "c1.prod.payments-x"} {
-			_, ok := seqOfTag(TagPrefix("c1/prod/payments"), bad)
+			_, ok := seqOfTag(tagPrefix("c1/prod/payments"), bad)
 			g.Expect(ok).To(BeFalse(), bad)
 		}
 	})

@@ -46,7 +46,7 @@ func TestWriterExactlyOnce(t *testing.T) {
 			g := NewWithT(t)
 			reg := newRegistry(t)
 			up := newUpstream(t, reg.store(t), oldKey, testStream)
-			up.add(ActionPromote, VerdictStarted, digestOf('a'))
+			up.add(ActionPromote, verdictStarted, digestOf('a'))
 			second := up.record(ActionPromote, VerdictSucceeded, digestOf('a'))
 			first, err := up.w.Write(t.Context(), second)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -88,7 +88,7 @@ func TestWriterRefusesInvalidRecords(t *testing.T) {
 	oldKey, _, _ := cosignKeys(t)
 	reg := newRegistry(t)
 	up := newUpstream(t, reg.store(t), oldKey, testStream)
-	r := up.record(ActionVerify, VerdictStarted, digestOf('a'))
+	r := up.record(ActionVerify, verdictStarted, digestOf('a'))
 	_, err := up.w.Write(t.Context(), r)
 	g.Expect(err).To(MatchError(ContainSubstring(`action Verify cannot have verdict "Started"`)))
 	head, _, err := up.w.Head(t.Context(), testStream)
@@ -110,7 +110,7 @@ func TestAuditStream(t *testing.T) {
 				up.release(digestOf('a'))
 				up.release(digestOf('b'))
 			}},
-		{name: "forged record in the middle", wantOK: 3, wantBreaks: []Break{{Seq: 3, Kind: BreakSignature}},
+		{name: "forged record in the middle", wantOK: 3, wantBreaks: []Break{{Seq: 3, Kind: breakSignature}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
 				forger := newUpstream(t, reg.store(t), evil, testStream)
@@ -119,38 +119,38 @@ func TestAuditStream(t *testing.T) {
 				up.seq, up.head = forger.seq, forger.head
 				up.add(ActionVerify, VerdictVerified, digestOf('e'))
 			}},
-		{name: "missing record", wantOK: 3, wantBreaks: []Break{{Seq: 2, Kind: BreakMissing}},
+		{name: "missing record", wantOK: 3, wantBreaks: []Break{{Seq: 2, Kind: breakMissing}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
 				up.release(digestOf('b'))
 				reg.deleteTag(t, Tag(testStream, 2))
 			}},
-		{name: "fork: record chained to another record", wantOK: 2, wantBreaks: []Break{{Seq: 3, Kind: BreakChain}},
+		{name: "fork: record chained to another record", wantOK: 2, wantBreaks: []Break{{Seq: 3, Kind: breakChain}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
 				up.head = digestOf('f')
 				up.add(ActionPromote, VerdictSucceeded, digestOf('b'))
 			}},
-		{name: "key not listed", wantOK: 2, wantBreaks: []Break{{Seq: 3, Kind: BreakSignature}, {Seq: 4, Kind: BreakSignature}},
+		{name: "key not listed", wantOK: 2, wantBreaks: []Break{{Seq: 3, Kind: breakSignature}, {Seq: 4, Kind: breakSignature}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
 				rotated := newUpstream(t, reg.store(t), newKey, testStream)
 				rotated.seq, rotated.head = up.seq, up.head
 				rotated.release(digestOf('b'))
 			}},
-		{name: "junk the recorder wrote past", wantOK: 4, wantBreaks: []Break{{Seq: 3, Kind: BreakMalformed}},
+		{name: "junk the recorder wrote past", wantOK: 4, wantBreaks: []Break{{Seq: 3, Kind: breakMalformed}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
 				reg.pushJunk(t, Tag(testStream, 3))
 				up.release(digestOf('b')) // at 4 and 5, chained to record 2
 			}},
 		{name: "junk far ahead: one break for the seqs before it", wantOK: 2,
-			wantBreaks: []Break{{Seq: 3, Kind: BreakMissing}, {Seq: 1 << 40, Kind: BreakMalformed}},
+			wantBreaks: []Break{{Seq: 3, Kind: breakMissing}, {Seq: 1 << 40, Kind: breakMalformed}},
 			build: func(t *testing.T, reg *testRegistry, up *upstream) {
 				up.release(digestOf('a'))
 				reg.pushJunk(t, Tag(testStream, 1<<40))
 			}},
-		{name: "empty stream", wantBreaks: []Break{{Kind: BreakEmpty}},
+		{name: "empty stream", wantBreaks: []Break{{Kind: breakEmpty}},
 			build: func(*testing.T, *testRegistry, *upstream) {}},
 	}
 	for _, tc := range cases {
@@ -203,7 +203,7 @@ func TestWriterMovesPastUntrusted(t *testing.T) {
 			plant: func(t *testing.T, reg *testRegistry, up *upstream) {
 				forger := newUpstream(t, reg.store(t), evil, testStream)
 				forger.seq, forger.head = up.seq, up.head
-				forger.add(ActionRollback, VerdictRolledBack, digestOf('a'))
+				forger.add(actionRollback, verdictRolledBack, digestOf('a'))
 			}},
 		{name: "the recorder's own record 1 replayed at seq 3", wantSeq: 4, wantSkipped: 1,
 			plant: func(t *testing.T, reg *testRegistry, up *upstream) {

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/sigstore/cosign/v3/pkg/types"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	sgbundle "github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/fulcio/certificate"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
@@ -78,23 +80,39 @@ func (v *Verifier) checkBundles(ctx context.Context, d name.Digest, hash v1.Hash
 			failures = append(failures, failure{format: FormatBundle, what: what, err: err})
 			continue
 		}
-		keyID, err := v.verifyBundle(ctx, b, hash, want)
+		keyID, signer, err := v.verifyBundle(ctx, b, hash, want)
 		if err != nil {
-			failures = append(failures, failure{format: FormatBundle, what: what, err: err})
+			failures = append(failures, failure{format: FormatBundle, what: what, err: err, part: partOf(err, FailureKey), signer: signer})
 			continue
 		}
-		return v.verified(d, FormatBundle, keyID, what), nil, nil
+		return v.verified(d, FormatBundle, keyID, signer, what), nil, nil
 	}
 	return Verdict{}, failures, nil
 }
 
-// verifyBundle returns the ID of the first trusted key that verifies b, after checking that
-// what b signs is this very digest.
-func (v *Verifier) verifyBundle(ctx context.Context, b *sgbundle.Bundle, hash v1.Hash, want []byte) (string, error) {
+// verifyBundle verifies b, after checking that what it signs is this very digest: a bundle with
+// a Fulcio certificate against the trusted identities (returning who signed), one signed with a
+// key against the trusted keys (returning the ID of the first that verifies).
+func (v *Verifier) verifyBundle(ctx context.Context, b *sgbundle.Bundle, hash v1.Hash, want []byte) (string, *Signer, error) {
 	// Claim first: it does not depend on the key, and a bundle copied from another digest
 	// must fail whatever key signed it.
 	if err := checkBundleClaim(b, hash, want); err != nil {
-		return "", err
+		return "", nil, &partError{part: FailureClaim, err: err}
+	}
+	vc, err := b.VerificationContent()
+	if err != nil {
+		return "", nil, failed(FailureForm, "bundle has no verification material: %v", err)
+	}
+	if leaf := vc.Certificate(); leaf != nil {
+		if v.keyless == nil {
+			return "", nil, failed(FailureForm, "signed keyless (a certificate naming %s), but only keys are trusted: list the signer in verify.matchOIDCIdentity",
+				subjectOf(leaf))
+		}
+		signer, err := v.keyless.verifyBundle(b, leaf, hash.Algorithm, want)
+		return "", signer, err
+	}
+	if len(v.keys) == 0 {
+		return "", nil, failed(FailureForm, "signed with a key, but only keyless identities are trusted: add its public key to verify.secretRef")
 	}
 	var lastErr error
 	for _, k := range v.keys {
@@ -109,12 +127,21 @@ func (v *Verifier) verifyBundle(ctx context.Context, b *sgbundle.Bundle, hash v1
 			lastErr = err
 			continue
 		}
-		return k.id, nil
+		return k.id, nil, nil
 	}
 	if len(v.keys) > 1 {
-		return "", fmt.Errorf("no trusted key verifies it (last: %w)", lastErr)
+		return "", nil, fmt.Errorf("no trusted key verifies it (last: %w)", lastErr)
 	}
-	return "", lastErr
+	return "", nil, lastErr
+}
+
+// subjectOf names a certificate's identity for messages, as well as it can.
+func subjectOf(cert *x509.Certificate) string {
+	s, err := certificate.SummarizeCertificate(cert)
+	if err != nil {
+		return fmt.Sprintf("%q", cert.Subject.String())
+	}
+	return signerOf(s).String()
 }
 
 // checkBundleClaim requires the bundle to sign exactly this manifest digest: a DSSE bundle must

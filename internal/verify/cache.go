@@ -2,6 +2,7 @@ package verify
 
 import (
 	"container/list"
+	"strings"
 	"sync"
 	"time"
 )
@@ -71,4 +72,25 @@ func (c *Cache) put(key string, v Verdict, expires time.Time) {
 		c.order.Remove(oldest)
 		delete(c.items, oldest.Value.(*cacheEntry).key)
 	}
+}
+
+// ForgetUnsigned drops the verdicts of a repository (as go-containerregistry names it, such as
+// registry.example/deploy/payments) that are not Verified, whatever trust they were reached
+// with, so the next Verify of those digests asks the registry again. A registry source calls it
+// on each listing: CI pushes an image and signs it a moment later, and a listing in between
+// must not keep "no signature" cached past the next listing (or a re-list a person asks for).
+// It returns how many verdicts it dropped.
+func (c *Cache) ForgetUnsigned(repository string) int {
+	prefix := repository + "@"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for key, el := range c.items {
+		if strings.HasPrefix(key, prefix) && !el.Value.(*cacheEntry).verdict.Verified {
+			c.order.Remove(el)
+			delete(c.items, key)
+			n++
+		}
+	}
+	return n
 }

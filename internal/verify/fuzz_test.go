@@ -1,10 +1,14 @@
 package verify
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sigstore/cosign/v3/pkg/types"
@@ -64,6 +68,80 @@ func FuzzCheckBundleClaim(f *testing.F) {
 		}
 		if payloadType != inTotoPayloadType || st.PredicateType != types.CosignSignPredicateType || !named {
 			t.Fatalf("claim accepted for payload %q of type %q", payload, payloadType)
+		}
+	})
+}
+
+// FuzzIdentityMatch: an identity compiles exactly when both expressions are non-empty regular
+// expressions, and then matches a certificate only when each expression matches the whole value
+// (the leftmost-longest match from the start reaches the end); a literal matches itself and
+// nothing longer.
+func FuzzIdentityMatch(f *testing.F) {
+	f.Add("^https://token.actions.githubusercontent.com$", "^https://github.com/org/app/.*$",
+		"https://token.actions.githubusercontent.com", "https://github.com/org/app/.github/workflows/r.yml@refs/tags/v1")
+	f.Add("https://gitlab.com", "a|b", "https://gitlab.com", "ab")
+	f.Add("a)|(.*", ".*", "x", "y")
+	f.Add("(?m)x$", "", "x\ny", "")
+	f.Fuzz(func(t *testing.T, issuerExpr, subjectExpr, issuer, subject string) {
+		m, err := compileIdentity(Identity{Issuer: issuerExpr, Subject: subjectExpr})
+		_, issuerErr := regexp.Compile(issuerExpr)
+		_, subjectErr := regexp.Compile(subjectExpr)
+		valid := issuerExpr != "" && subjectExpr != "" && issuerErr == nil && subjectErr == nil
+		if (err == nil) != valid {
+			t.Fatalf("compileIdentity(%q, %q) = %v, want valid=%v", issuerExpr, subjectExpr, err, valid)
+		}
+		if err == nil {
+			want := wholeMatch(issuerExpr, issuer) && wholeMatch(subjectExpr, subject)
+			if got := m.matches(issuer, subject); got != want {
+				t.Fatalf("identity {%q, %q} matches (%q, %q) = %v, want %v", issuerExpr, subjectExpr, issuer, subject, got, want)
+			}
+		}
+		if issuer == "" || subject == "" || !utf8.ValidString(issuer) || !utf8.ValidString(subject) {
+			return // a Kubernetes string field, where identities come from, is valid UTF-8
+		}
+		literal, err := compileIdentity(Identity{Issuer: regexp.QuoteMeta(issuer), Subject: regexp.QuoteMeta(subject)})
+		if err != nil {
+			t.Fatalf("quoted literals do not compile: %v", err)
+		}
+		if !literal.matches(issuer, subject) || literal.matches(issuer+"x", subject) || literal.matches(issuer, "x"+subject) {
+			t.Fatalf("literal identity (%q, %q) matches other values, or not itself", issuer, subject)
+		}
+	})
+}
+
+// wholeMatch is the oracle: expr matches all of s.
+func wholeMatch(expr, s string) bool {
+	re := regexp.MustCompile(`\A(?:` + expr + `)`)
+	re.Longest()
+	loc := re.FindStringIndex(s)
+	return loc != nil && loc[1] == len(s)
+}
+
+// FuzzParseTrustedRoot: a trusted root is refused, or it names a Fulcio and a log or timestamp
+// authority, and its fingerprint is the hash of its content.
+func FuzzParseTrustedRoot(f *testing.F) {
+	f.Add(PublicGoodTrustedRoot())
+	f.Add([]byte(`{"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1"}`))
+	f.Add([]byte(`{"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1","certificateAuthorities":[{"certChain":{"certificates":[{"rawBytes":"MAA="}]},"validFor":{"start":"2021-01-01T00:00:00Z"}}]}`))
+	f.Add([]byte(`{"tlogs":[{"logId":{"keyId":""},"publicKey":{}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := ParseTrustedRoot(data)
+		if err != nil {
+			return
+		}
+		if len(tr.material.FulcioCertificateAuthorities()) == 0 {
+			t.Fatal("accepted a root without a Fulcio")
+		}
+		if len(tr.material.RekorLogs()) == 0 && len(tr.material.TimestampingAuthorities()) == 0 {
+			t.Fatal("accepted a root with neither log nor timestamp authority")
+		}
+		sum := sha256.Sum256(data)
+		if tr.Fingerprint != hex.EncodeToString(sum[:]) {
+			t.Fatalf("fingerprint %s is not the hash of the content", tr.Fingerprint)
+		}
+		again, err := trustedRootFor(bytes.Clone(data))
+		if err != nil || again.Fingerprint != tr.Fingerprint {
+			t.Fatalf("parsing again: %v", err)
 		}
 	})
 }

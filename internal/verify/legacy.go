@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -48,18 +49,32 @@ func (v *Verifier) checkLegacy(ctx context.Context, d name.Digest, hash v1.Hash,
 			failures = append(failures, failure{format: FormatLegacy, what: what, err: err})
 			continue
 		}
-		keyID, err := v.verifyLegacySignature(ctx, local, hash)
+		keyID, signer, err := v.verifyLegacySignature(ctx, local, hash)
 		if err != nil {
-			failures = append(failures, failure{format: FormatLegacy, what: what, err: err})
+			failures = append(failures, failure{format: FormatLegacy, what: what, err: err, part: partOf(err, FailureKey), signer: signer})
 			continue
 		}
-		return v.verified(d, FormatLegacy, keyID, what), nil, nil
+		return v.verified(d, FormatLegacy, keyID, signer, what), nil, nil
 	}
 	return Verdict{}, failures, nil
 }
 
-// verifyLegacySignature returns the ID of the first trusted key that verifies sig for hash.
-func (v *Verifier) verifyLegacySignature(ctx context.Context, sig oci.Signature, hash v1.Hash) (string, error) {
+// verifyLegacySignature verifies sig for hash: with the trusted keys first (returning the ID of
+// the first that verifies), then, when it carries a Fulcio certificate, keyless against the
+// trusted identities (returning who signed).
+func (v *Verifier) verifyLegacySignature(ctx context.Context, sig oci.Signature, hash v1.Hash) (string, *Signer, error) {
+	payload, err := sig.Payload()
+	if err != nil {
+		return "", nil, failed(FailureForm, "payload unreadable: %v", err)
+	}
+	// Claim first: a signature copied from another digest's .sig tag must fail whoever signed it.
+	if err := checkLegacyClaim(payload, hash); err != nil {
+		return "", nil, &partError{part: FailureClaim, err: err}
+	}
+	cert, err := sig.Cert()
+	if err != nil {
+		return "", nil, failed(FailureForm, "certificate annotation unreadable: %v", err)
+	}
 	var lastErr error
 	for _, k := range v.keys {
 		co := &cosign.CheckOpts{
@@ -73,10 +88,37 @@ func (v *Verifier) verifyLegacySignature(ctx context.Context, sig oci.Signature,
 			lastErr = err
 			continue
 		}
-		return k.id, nil
+		return k.id, nil, nil
 	}
-	if len(v.keys) > 1 {
-		return "", fmt.Errorf("no trusted key verifies it (last: %w)", lastErr)
+	switch {
+	case cert != nil && v.keyless != nil:
+		signer, err := v.keyless.verifyLegacy(sig, cert)
+		return "", signer, err
+	case cert != nil && len(v.keys) == 0:
+		return "", nil, failed(FailureForm, "signed keyless (a certificate naming %s), but only keys are trusted: list the signer in verify.matchOIDCIdentity",
+			subjectOf(cert))
+	case len(v.keys) == 0:
+		return "", nil, failed(FailureForm, "signed with a key, but only keyless identities are trusted: add its public key to verify.secretRef")
+	case len(v.keys) > 1:
+		return "", nil, fmt.Errorf("no trusted key verifies it (last: %w)", lastErr)
 	}
-	return "", lastErr
+	return "", nil, lastErr
+}
+
+// checkLegacyClaim requires a simple-signing payload to name this very manifest digest.
+func checkLegacyClaim(payload []byte, hash v1.Hash) error {
+	var p struct {
+		Critical struct {
+			Image struct {
+				Digest string `json:"docker-manifest-digest"`
+			} `json:"image"`
+		} `json:"critical"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return fmt.Errorf("invalid or missing digest in claim: payload is not a simple-signing document: %w", err)
+	}
+	if p.Critical.Image.Digest != hash.String() {
+		return fmt.Errorf("invalid or missing digest in claim: the payload signs %q, not %s", p.Critical.Image.Digest, hash)
+	}
+	return nil
 }

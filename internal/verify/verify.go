@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -46,23 +45,18 @@ const (
 // signature pushed after the image is seen within this time.
 const DefaultNegativeTTL = time.Minute
 
-// ErrKeylessUnsupported is returned by New for identities without public keys.
-var ErrKeylessUnsupported = errors.New("keyless verification (matchOIDCIdentity) is not supported yet: " +
-	"set verify.secretRef to a Secret with the cosign public keys")
-
-// Identity is a keyless signing identity, as regular expressions.
-type Identity struct {
-	Issuer  string
-	Subject string
-}
-
 // Options configure a Verifier.
 type Options struct {
 	// Keys are PEM public keys; a signature verified by any of them counts (see KeysFromSecretData).
 	Keys [][]byte
-	// Identities are keyless identities. Not supported yet: New fails when they come without Keys,
-	// and they are ignored when Keys are set.
+	// Identities are keyless identities: a signature counts when its Fulcio certificate chains to
+	// TrustedRoot and names one of them. Keys and Identities may both be set: a signature either
+	// trusts counts (a team moving from a key to keyless lists both meanwhile).
 	Identities []Identity
+	// TrustedRoot is the trusted_root.json keyless signatures are checked against; nil means the
+	// public Sigstore instance's, shipped with Stagecoach (see PublicGoodTrustedRoot). Only for
+	// Identities.
+	TrustedRoot []byte
 	// Keychain supplies registry credentials; nil means anonymous.
 	Keychain authn.Keychain
 	// Insecure allows plain HTTP to a registry that is not on loopback.
@@ -93,13 +87,22 @@ type Verdict struct {
 	Format string
 	// KeyID (see KeyID) of the key that verified.
 	KeyID string
+	// Signer is who signed, for a keyless signature that verified; for a refused keyless
+	// signature whose certificate chains to the trusted root, the identity it names (an
+	// untrusted certificate's claims are not repeated as who signed).
+	Signer *Signer
+	// Failure is the part of the (first) refused signature that failed, one of the Failure*
+	// constants, for SignatureInvalid verdicts.
+	Failure string
 }
 
-// Verifier checks cosign signatures of image digests against trusted public keys, offline
-// (no transparency log), for both legacy .sig signatures and Sigstore bundle referrers.
-// It is safe for concurrent use.
+// Verifier checks cosign signatures of image digests, for both legacy .sig signatures and
+// Sigstore bundle referrers, offline: against trusted public keys (no transparency log), and
+// keyless against trusted identities and a Sigstore trusted root (its log, CT log and timestamp
+// authority keys vouch for the entries the signature carries). It is safe for concurrent use.
 type Verifier struct {
 	keys        []trustedKey
+	keyless     *keyless // nil: no keyless identities are trusted
 	fingerprint string
 	opts        Options
 	cache       *Cache
@@ -107,20 +110,19 @@ type Verifier struct {
 	negativeTTL time.Duration
 }
 
-// New validates the options and parses the keys; errors name the bad key or identity.
+// New validates the options and parses the keys and the trusted root; errors name the bad key,
+// identity or root.
 func New(opts Options) (*Verifier, error) {
-	for i, id := range opts.Identities {
-		for field, expr := range map[string]string{"issuer": id.Issuer, "subject": id.Subject} {
-			if _, err := regexp.Compile(expr); err != nil {
-				return nil, fmt.Errorf("identity %d: %s %q is not a regular expression: %w", i+1, field, expr, err)
-			}
-		}
+	identities, err := compileIdentities(opts.Identities)
+	if err != nil {
+		return nil, err
 	}
-	if len(opts.Keys) == 0 {
-		if len(opts.Identities) > 0 {
-			return nil, ErrKeylessUnsupported
-		}
-		return nil, errors.New("no trusted public keys: set verify.secretRef to a Secret with *.pub cosign public keys")
+	if len(opts.Keys) == 0 && len(identities) == 0 {
+		return nil, errors.New("no trusted public keys or keyless identities: set verify.secretRef to a Secret with *.pub cosign public keys, " +
+			"or verify.matchOIDCIdentity to the identities that sign keyless")
+	}
+	if opts.TrustedRoot != nil && len(identities) == 0 {
+		return nil, errors.New("a trusted root is for keyless signatures: set verify.matchOIDCIdentity too")
 	}
 	v := &Verifier{opts: opts, cache: opts.Cache, clock: opts.Clock, negativeTTL: opts.NegativeTTL}
 	ids := make([]string, 0, len(opts.Keys))
@@ -134,7 +136,17 @@ func New(opts Options) (*Verifier, error) {
 	}
 	// The fingerprint keys the cache: same digest, different trust, different verdict.
 	slices.Sort(ids)
-	sum := sha256.Sum256([]byte(strings.Join(ids, ",")))
+	trust := strings.Join(ids, ",")
+	if len(identities) > 0 {
+		root, err := trustedRootFor(opts.TrustedRoot)
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: %w", err)
+		}
+		v.keyless = &keyless{identities: identities, root: root}
+		// The root's content too: a Fulcio added to it may make a refused signature good.
+		trust += "\x00keyless\x00" + identities.key() + "\x00" + root.Fingerprint
+	}
+	sum := sha256.Sum256([]byte(trust))
 	v.fingerprint = hex.EncodeToString(sum[:]) // the whole hash: a shortened one could let two key sets share verdicts
 	if v.cache == nil {
 		v.cache = NewCache(opts.CacheSize)
@@ -189,6 +201,10 @@ type failure struct {
 	format string
 	what   string
 	err    error
+	// part is the Failure* constant the refusal is about.
+	part string
+	// signer is who the signature says signed (keyless), when its certificate was read.
+	signer *Signer
 }
 
 func (v *Verifier) check(ctx context.Context, d name.Digest) (Verdict, error) {
@@ -235,15 +251,20 @@ func (v *Verifier) check(ctx context.Context, d name.Digest) (Verdict, error) {
 	return v.negative(d, failures), nil
 }
 
-func (v *Verifier) verified(d name.Digest, format, keyID, what string) Verdict {
-	return Verdict{
+func (v *Verifier) verified(d name.Digest, format, keyID string, signer *Signer, what string) Verdict {
+	verdict := Verdict{
 		Verified: true,
 		Reason:   ReasonSignatureVerified,
 		Format:   format,
 		KeyID:    keyID,
+		Signer:   signer,
 		Message: fmt.Sprintf("digest %s of %s is signed by trusted key %s (%s)",
 			d.DigestStr(), d.Context().Name(), keyID, what),
 	}
+	if signer != nil {
+		verdict.Message = fmt.Sprintf("digest %s of %s is signed keyless by %s (%s)", d.DigestStr(), d.Context().Name(), signer, what)
+	}
+	return verdict
 }
 
 func (v *Verifier) negative(d name.Digest, failures []failure) Verdict {
@@ -251,7 +272,7 @@ func (v *Verifier) negative(d name.Digest, failures []failure) Verdict {
 		return Verdict{
 			Reason: ReasonSignatureMissing,
 			Message: fmt.Sprintf("digest %s of %s has no cosign signature (no Sigstore bundle referrer, no %s tag); "+
-				"sign it with cosign and one of the trusted keys", d.DigestStr(), d.Context().Name(), legacyTagName(d)),
+				"sign it with cosign and %s", d.DigestStr(), d.Context().Name(), legacyTagName(d), v.howToSign()),
 		}
 	}
 	format := failures[0].format
@@ -268,11 +289,36 @@ func (v *Verifier) negative(d name.Digest, failures []failure) Verdict {
 		detail = detail[:maxLen] + "…"
 	}
 	return Verdict{
-		Reason: ReasonSignatureInvalid,
-		Format: format,
-		Message: fmt.Sprintf("digest %s of %s has %d signature(s) but none verifies for this digest with the %d trusted key(s) %s: %s",
-			d.DigestStr(), d.Context().Name(), len(failures), len(v.keys), strings.Join(v.KeyIDs(), ", "), detail),
+		Reason:  ReasonSignatureInvalid,
+		Format:  format,
+		Failure: failures[0].part,
+		Signer:  failures[0].signer,
+		Message: fmt.Sprintf("digest %s of %s has %d signature(s) but none verifies for this digest with %s: %s",
+			d.DigestStr(), d.Context().Name(), len(failures), v.describeTrust(), detail),
 	}
+}
+
+// describeTrust names what the Verifier trusts, for messages.
+func (v *Verifier) describeTrust() string {
+	var parts []string
+	if len(v.keys) > 0 {
+		parts = append(parts, fmt.Sprintf("the %d trusted key(s) %s", len(v.keys), strings.Join(v.KeyIDs(), ", ")))
+	}
+	if v.keyless != nil {
+		parts = append(parts, fmt.Sprintf("the %d trusted keyless identity(ies) %s", len(v.keyless.identities), v.keyless.identities))
+	}
+	return strings.Join(parts, " or ")
+}
+
+// howToSign says how to make a signature the Verifier accepts.
+func (v *Verifier) howToSign() string {
+	switch {
+	case v.keyless == nil:
+		return "one of the trusted keys"
+	case len(v.keys) == 0:
+		return "keyless (cosign sign from CI) as one of the trusted identities"
+	}
+	return "one of the trusted keys, or keyless as one of the trusted identities"
 }
 
 func legacyTagName(d name.Digest) string {

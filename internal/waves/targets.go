@@ -16,8 +16,8 @@ const (
 	SecretTypeLabel   = "argocd.argoproj.io/secret-type"
 	SecretTypeCluster = "cluster"
 	// InClusterServer and InClusterName are the cluster Argo CD runs in; it needs no Secret.
-	InClusterServer = "https://kubernetes.default.svc"
-	InClusterName   = "in-cluster"
+	inClusterServer = "https://kubernetes.default.svc"
+	inClusterName   = "in-cluster"
 )
 
 // Cluster is an Argo CD cluster: its name, API server URL and the labels of its Secret.
@@ -139,8 +139,8 @@ func destination(app *unstructured.Unstructured, clusters []Cluster) (Cluster, e
 	var byServer, byName *Cluster
 	if server != "" {
 		byServer = findCluster(clusters, func(c Cluster) bool { return sameServer(c.Server, server) })
-		if byServer == nil && sameServer(server, InClusterServer) {
-			byServer = &Cluster{Name: InClusterName, Server: InClusterServer}
+		if byServer == nil && sameServer(server, inClusterServer) {
+			byServer = &Cluster{Name: inClusterName, Server: inClusterServer}
 		}
 		if byServer == nil {
 			return Cluster{}, fmt.Errorf("destination server %q matches no Argo CD cluster Secret (label %s: %s); add the cluster to Argo CD or fix the destination", server, SecretTypeLabel, SecretTypeCluster)
@@ -148,8 +148,8 @@ func destination(app *unstructured.Unstructured, clusters []Cluster) (Cluster, e
 	}
 	if name != "" {
 		byName = findCluster(clusters, func(c Cluster) bool { return c.Name == name })
-		if byName == nil && name == InClusterName {
-			byName = &Cluster{Name: InClusterName, Server: InClusterServer}
+		if byName == nil && name == inClusterName {
+			byName = &Cluster{Name: inClusterName, Server: inClusterServer}
 		}
 		if byName == nil {
 			return Cluster{}, fmt.Errorf("destination name %q matches no Argo CD cluster Secret (label %s: %s); add the cluster to Argo CD or fix the destination", name, SecretTypeLabel, SecretTypeCluster)

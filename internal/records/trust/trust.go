@@ -44,7 +44,7 @@ import (
 
 // MaxConfigBytes bounds a trust config: a ConfigMap cannot hold more, and a parser must not be
 // made to read more.
-const MaxConfigBytes = 1 << 20
+const maxConfigBytes = 1 << 20
 
 // Config is a parsed trust config.
 type Config struct {
@@ -83,8 +83,8 @@ var keyName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
 
 // Parse reads a trust config. Errors name the entry (keys[i] and its name) and say what to fix.
 func Parse(data []byte) (*Config, error) {
-	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("upstream trust config is %d bytes, more than the %d allowed", len(data), MaxConfigBytes)
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("upstream trust config is %d bytes, more than the %d allowed", len(data), maxConfigBytes)
 	}
 	var doc document
 	if err := yaml.UnmarshalStrict(data, &doc); err != nil {

@@ -60,7 +60,7 @@ func TestParseRefuses(t *testing.T) {
 			wantErr: `keys[0] (name "a"): repositories[0] "r.example/[x" is not a valid pattern`},
 		{name: "repository pattern without a registry", in: "keys:\n- name: a\n  publicKey: |\n" + indent(pub) + "\n  repositories: [\"*\"]\n  streams: [x]\n",
 			wantErr: `keys[0] (name "a"): repositories[0] "*" is not a repository pattern`},
-		{name: "too large", in: strings.Repeat("#", MaxConfigBytes+1), wantErr: "more than"},
+		{name: "too large", in: strings.Repeat("#", maxConfigBytes+1), wantErr: "more than"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,10 +34,6 @@ import (
 // DefaultInterval is how often automation reads a stream at most.
 const DefaultInterval = 30 * time.Second
 
-// GatePublished is the gate a promote of a follower passes: the version is verified in the
-// upstream's records, read afresh.
-const GatePublished = "published"
-
 // Source follows upstream record streams.
 type Source struct {
 	// Trust is the parsed --upstream-trust at start; nil means none (every follower is
@@ -304,30 +300,19 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		Recheck: s.interval()}, nil
 }
 
-// Verdict is what Published decides of a version about to be promoted.
-type Verdict struct {
-	// Block refuses the promote for now (NotPublished); nil when it may go.
-	Block *stagecoachv1.GateBlock
-	// Excluded: the records rule the version out for good (it failed, was rolled back or frozen
-	// upstream).
-	Excluded bool
-	// Evidence, when it may go, cites the record it relied on.
-	Evidence string
-}
-
-// Published reads the stream afresh and says whether digest may be promoted: verified upstream,
-// excluded by nothing, and present in the apply repository. Every verdict cites upstreamSeq and
-// upstreamHead once the stream was read.
-func (s *Source) Published(ctx context.Context, stage *stagecoachv1.Stage, digest string, now time.Time) (Verdict, error) {
-	notPublished := func(format string, args ...any) (Verdict, error) {
-		return Verdict{Block: &stagecoachv1.GateBlock{Gate: GatePublished, Reason: stagecoachv1.ReasonNotPublished, Message: fmt.Sprintf(format, args...)}}, nil
+// Published reads the stream afresh and says whether digest may be promoted (the input of the
+// published gate, plan.ApplyGates): verified upstream, excluded by nothing, and present in the
+// apply repository. Every verdict cites upstreamSeq and upstreamHead once the stream was read.
+func (s *Source) Published(ctx context.Context, stage *stagecoachv1.Stage, digest string, now time.Time) (plan.PublishedVerdict, error) {
+	notPublished := func(format string, args ...any) (plan.PublishedVerdict, error) {
+		return plan.PublishedVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GatePublished, Reason: stagecoachv1.ReasonNotPublished, Message: fmt.Sprintf(format, args...)}}, nil
 	}
 	if tc, why := s.trust(); tc == nil {
 		return notPublished("%s", why)
 	}
 	f, err := s.read(ctx, stage, now, true)
 	if err != nil {
-		return Verdict{}, err
+		return plan.PublishedVerdict{}, err
 	}
 	if f.err != nil {
 		return notPublished("%s is not promoted while the upstream's records cannot be checked: %v", digest, f.err)
@@ -345,11 +330,11 @@ func (s *Source) Published(ctx context.Context, stage *stagecoachv1.Stage, diges
 		return notPublished("%s is not verified in the upstream's records of stream %q (%s)", digest, f.stream, cites(f.view))
 	}
 	if problem, err := s.inApplyRepository(ctx, stage, digest); err != nil {
-		return Verdict{}, err
+		return plan.PublishedVerdict{}, err
 	} else if problem != "" {
 		return notPublished("%s (%s)", problem, cites(f.view))
 	}
-	return Verdict{Evidence: fmt.Sprintf("%s verified upstream in record %d (%s)", versionOf(o.Version), o.Seq, cites(f.view))}, nil
+	return plan.PublishedVerdict{Evidence: fmt.Sprintf("%s verified upstream in record %d (%s)", versionOf(o.Version), o.Seq, cites(f.view))}, nil
 }
 
 func versionOf(v records.Version) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/semver"
 	"github.com/stagecoach-dev/stagecoach/internal/source"
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
 // Source offers Stages the newest eligible tags of their registry source. It lists a registry
@@ -29,6 +31,11 @@ type Source struct {
 	Lister *Lister
 	// Secrets reads the Stages' credential Secrets (live: the controller does not cache Secrets).
 	Secrets client.Reader
+	// Verdicts, when set, is the signature verdict cache of the Stages' verifiers: each listing
+	// drops the repository's "not signed" verdicts from it, so a signature pushed after the
+	// image counts from the next listing (or at once when a person asks for one), not only when
+	// the cached verdict expires.
+	Verdicts *verify.Cache
 
 	mu       sync.Mutex
 	listings map[types.NamespacedName]listing
@@ -63,6 +70,7 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 			return source.Offer{}, err
 		}
 		l.seen = prev // a registry that is down forgets nothing
+		s.forgetUnsigned(src)
 		if l.block == nil {
 			l.seen = firstSeen(prev, l.result.Candidates, stage.Status.Candidate, now)
 		}
@@ -107,6 +115,18 @@ func firstSeen(prev map[string]time.Time, listed []Candidate, candidate *stageco
 		seen[c.Digest] = t
 	}
 	return seen
+}
+
+// forgetUnsigned drops the "not signed" verdicts of the source's repository (see Verdicts).
+func (s *Source) forgetUnsigned(src *stagecoachv1.RegistrySource) {
+	if s.Verdicts == nil {
+		return
+	}
+	repo, err := name.NewRepository(src.Repository, ociclient.NameOptions(src.Insecure)...)
+	if err != nil {
+		return // the listing said so already
+	}
+	s.Verdicts.ForgetUnsigned(repo.Name())
 }
 
 func (s *Source) get(key types.NamespacedName) (listing, bool) {
