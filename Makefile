@@ -106,20 +106,29 @@ UI_TEST = (assets="$$(test/envbin/build.sh)" && cd test/ui && KUBEBUILDER_ASSETS
 
 # The end-to-end suite is its own module (test/e2e); its `go test -json` joins the same summary.
 # Its TestPromotionTabInArgoCD installs the UI extension into argocd-server from the tarball
-# `make ui-release` writes, as Argo CD's extension installer would.
+# `make ui-release` writes, as Argo CD's extension installer would; TestPromotionTabInArgoCDWebUI
+# drives the tab in Argo CD's own web UI when `make argocd-ui` has built it, and skips saying so when not.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 
 # e2e-build comes before envtest-assets in `test` (make runs prerequisites in order without -j): it
 # builds kube-apiserver, etcd and kubectl (test/envbin/build.sh) beside Argo CD, so envtest-assets
 # then finds them built.
 .PHONY: e2e-build
-e2e-build: ## Build kube-apiserver, Argo CD and the Flux controllers from the Go module proxy (cached; ~25 min the first time).
+e2e-build: ## Build kube-apiserver, Argo CD, helm and the Flux controllers from the Go module proxy (cached; ~30 min the first time).
 	cd test/e2e && go run ./localstack/cmd build
 
 .PHONY: e2e
 e2e: e2e-build ui-release ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
 	@mkdir -p $(CACHE_DIR)
 	$(E2E_TEST) | tee $(CACHE_DIR)/last-e2e.json | go run ./test/testsum
+
+# Argo CD v3.6.1's own web UI, for the end-to-end suite: its ui/ needs argo-ui at a GitHub commit
+# that npm does not serve, so ARGO_UI_SRC names an argo-ui checkout or bare git directory, whose
+# HEAD is built (about 2 minutes, 2.5 GB) into the cache outside the checkout, the commit recorded
+# beside it. Once built, the stack's argocd-server serves it (--staticassets).
+.PHONY: argocd-ui
+argocd-ui: ## Build Argo CD's own web UI into the cache from an argo-ui checkout (ARGO_UI_SRC=<path>); the e2e suite then tests the Promotion tab in it.
+	test/e2e/localstack/build/argocd-ui/build.sh $(ARGO_UI_SRC)
 
 # ARGOCD_UI=1 also starts argocd-server with the UI extension (from `make ui-release`) and prints
 # the URL and login of the Promotion tab; off by default, it adds the UI build and a release to wait for.
@@ -224,6 +233,22 @@ image-push: image ## Push the image: make image-push REGISTRY=registry.example/t
 	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/you"; exit 1; }
 	go run ./hack/image push -layout $(DIST)/image -signature $(DIST)/image-signature -to $(REGISTRY)/stagecoach:$(VERSION)
 
+# Keyless (issue 31): with an OIDC token in SIGSTORE_ID_TOKEN (or COSIGN_IDENTITY_TOKEN), make release
+# signs the image keyless instead of with COSIGN_KEY: `cosign sign` (cosign v3 on PATH) gets a
+# short-lived Fulcio certificate naming the token's identity (in GitHub Actions, the workflow at its
+# ref), logs the signature in Rekor and attaches a Sigstore bundle to the image as an OCI referrer.
+# A keyless signature lives in the registry, so the image is pushed first (REGISTRY is required;
+# as make image-push) and signed by digest. Stages then trust the identity, not a key:
+# verify.matchOIDCIdentity [{issuer, subject}]. Without a token nothing changes. The token is read
+# by the shell and handed to cosign in its environment (SIGSTORE_ID_TOKEN), never expanded by make
+# nor put on a command line, so it is neither echoed nor visible in the process list.
 .PHONY: release
-release: image ui-release ## make release VERSION=v0.x.y [COSIGN_KEY=cosign.key COSIGN_PASSWORD=...]: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums, the image's cosign signature and the UI extension tarball in dist/.
-	go run ./hack/release -version $(VERSION) -image $(if $(REGISTRY),$(REGISTRY)/stagecoach,$(IMAGE)) -dist $(DIST) -cosign-key "$(COSIGN_KEY)"
+release: image ui-release ## make release VERSION=v0.x.y [COSIGN_KEY=cosign.key COSIGN_PASSWORD=... | SIGSTORE_ID_TOKEN=<OIDC token> REGISTRY=...]: install.yaml (image by digest), crds.yaml, install-argocd/-flux.yaml, checksums, the image's cosign signature (keyless with a token) and the UI extension tarball in dist/.
+	go run ./hack/release -version $(VERSION) -image $(if $(REGISTRY),$(REGISTRY)/stagecoach,$(IMAGE)) -dist $(DIST) -cosign-key "$(if $(or $(SIGSTORE_ID_TOKEN),$(COSIGN_IDENTITY_TOKEN)),,$(COSIGN_KEY))"
+	@token="$${SIGSTORE_ID_TOKEN:-$$COSIGN_IDENTITY_TOKEN}"; [ -n "$$token" ] || exit 0; \
+	test -n "$(REGISTRY)" || { echo "keyless signing pushes the image first: set REGISTRY (make release REGISTRY=ghcr.io/you ...)"; exit 1; }; \
+	command -v cosign >/dev/null || { echo "keyless signing runs cosign v3: install it (https://docs.sigstore.dev/cosign/system_config/installation/)"; exit 1; }; \
+	ref=$$(go run ./hack/image push -layout $(DIST)/image -signature $(DIST)/image-signature -to $(REGISTRY)/stagecoach:$(VERSION) | head -n 1) && \
+	test -n "$$ref" && \
+	SIGSTORE_ID_TOKEN="$$token" cosign sign --yes "$$ref" && \
+	echo "$$ref signed keyless (a Sigstore bundle referrer; check: cosign verify $$ref --certificate-identity-regexp ... --certificate-oidc-issuer ...)"

@@ -53,7 +53,8 @@ func newApplierCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error)
 
 // slimCached is every cache's transform: objects are kept without managedFields, and engine
 // objects (unstructured) as applier.Slim cuts them (at 5,000 Stages the cached Applications were
-// two thirds of the controller's heap).
+// two thirds of the controller's heap). Completion rules that read what it drops read their
+// applier live (readerFor); applier_cache_readers_test.go holds every other reader to it.
 func slimCached(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
 )
 
@@ -129,6 +130,17 @@ func (run *promotionRun) runChecks(p *stagecoachv1.Promotion, checks []stagecoac
 		}
 	}
 	return results, strings.Join(failures, "; "), true
+}
+
+// preApplyChecks polls the checks before apply of a starting promote. Once they are done their
+// run is forgotten: the verdict decides this start, and another start runs them afresh.
+func (run *promotionRun) preApplyChecks(p *stagecoachv1.Promotion) *plan.ChecksVerdict {
+	results, _, done := run.runChecks(p, run.stage.GetPreApplyChecks(), plugincheck.PhasePreApply)
+	if !done {
+		return &plan.ChecksVerdict{}
+	}
+	run.r.checks.forget(p, plugincheck.PhasePreApply)
+	return &plan.ChecksVerdict{Done: true, Results: results}
 }
 
 func checkNames(checks []stagecoachv1.Check) string {

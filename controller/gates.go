@@ -30,19 +30,20 @@ func (run *promotionRun) promoteGates(ctx context.Context, digest string, breakG
 	return blocks, results, nil
 }
 
-// applyGates runs plan.ApplyGates on a promote about to start. It returns the blocks and every
-// gate's verdict, or why a gate rules the version out for good (refused; then nothing else).
-func (run *promotionRun) applyGates(ctx context.Context, digest string, breakGlass bool) (
+// applyGates runs plan.ApplyGates on a promote about to start: the blocks, every gate's verdict
+// and, when a gate rules the version out for good, why (refused). The checks before apply are
+// the chain's last gate: they are polled only once every gate before them passes.
+func (run *promotionRun) applyGates(ctx context.Context, p *stagecoachv1.Promotion) (
 	blocks []stagecoachv1.GateBlock, results []stagecoachv1.GateResult, refused string, err error) {
-	in, err := run.gateInputs(ctx, digest, breakGlass, true)
+	in, err := run.gateInputs(ctx, p.Spec.Version.Digest, p.Spec.BreakGlass, true)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if refused := plan.Refusal(plan.ApplyGates, in); refused != "" {
-		return nil, nil, refused, nil
+	if plan.ChecksDue(in) {
+		in.Checks = run.preApplyChecks(p)
 	}
 	blocks, results = plan.RunGates(plan.ApplyGates, in)
-	return blocks, results, "", nil
+	return blocks, results, plan.Refusal(plan.ApplyGates, in), nil
 }
 
 // gateInputs gathers what the gate chain decides from, only for the gates the Stage asks for:
@@ -232,6 +233,9 @@ func (r *StageReconciler) signatureVerifier(ctx context.Context, stage *stagecoa
 	}
 	if rootBlock != nil {
 		return always(&plan.SignatureVerdict{Block: rootBlock})
+	}
+	if trustedRoot == nil {
+		trustedRoot = r.SigstoreTrustedRoot // nil still: the shipped one
 	}
 	keychain, credBlock, err := registry.Keychain(ctx, r.APIReader, stage, src.SecretRef)
 	if err != nil {

@@ -105,7 +105,12 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
+	sigstoreRoot, err := opts.sigstoreTrustedRoot()
+	if err != nil {
+		return nil, err
+	}
 	stages := &StageReconciler{
+		SigstoreTrustedRoot:       sigstoreRoot,
 		ServerVersion:             versions.Read,
 		WatchNamespaces:           opts.WatchNamespaces,
 		Identity:                  whoAmI(ctx, mgr.GetClient()),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
 // Options configure the controller; BindFlags declares them as flags and Validate checks them
@@ -66,6 +69,11 @@ type Options struct {
 	ReconcileTimeout time.Duration
 	// RegistryTimeout bounds one registry request (listing tags, resolving, reading signatures).
 	RegistryTimeout time.Duration
+	// SigstoreTrustedRoot is a file holding the public Sigstore instance's trusted_root.json, in
+	// place of the one shipped with Stagecoach: keyless signatures of Stages without
+	// verify.trustedRoot are checked against it. It refreshes the root (Sigstore adds keys: a new
+	// Rekor shard, CT log or timestamp authority) without a new Stagecoach; read at start.
+	SigstoreTrustedRoot string
 
 	// RecordsRepository is the OCI repository the recorder writes the Stages' record streams to;
 	// empty turns records off. RecordsKeySecret (namespace/name) holds the recorder key
@@ -176,6 +184,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Secret (namespace/name) with the recorder key: cosign.key and cosign.password from `cosign generate-key-pair`; required with --records-repository.")
 	fs.StringVar(&o.RecordsCluster, "records-cluster", o.RecordsCluster,
 		"Cluster part of this cluster's record stream ids (a lowercase DNS label); the first 12 hex digits of kube-system's UID when empty.")
+	fs.StringVar(&o.SigstoreTrustedRoot, "sigstore-trusted-root", o.SigstoreTrustedRoot,
+		"File with the public Sigstore instance's trusted_root.json (as its TUF repository publishes it), in place of the one shipped with Stagecoach, for Stages trusting keyless identities without verify.trustedRoot; read at start.")
 	fs.StringVar(&o.UpstreamTrust, "upstream-trust", o.UpstreamTrust,
 		"File, or configmap:NAMESPACE/NAME (key "+TrustConfigMapKey+", read again as it changes), of the upstream recorders' public keys, each bound to the streams it signs and the repositories they are read from ({keys: [{name, publicKey, repositories, streams}]}); without it Stages following upstreamRecords are not Ready.")
 	fs.DurationVar(&o.UpstreamTrustRecheck, "upstream-trust-recheck", o.UpstreamTrustRecheck,
@@ -255,6 +265,11 @@ func (o *Options) Validate() error {
 	if o.RecordsCluster != "" && len(validation.IsDNS1123Label(o.RecordsCluster)) > 0 {
 		return fmt.Errorf("invalid --records-cluster %q: must be a lowercase DNS label", o.RecordsCluster)
 	}
+	if o.SigstoreTrustedRoot != "" {
+		if _, err := o.sigstoreTrustedRoot(); err != nil {
+			return err
+		}
+	}
 	if _, _, err := trustConfigMap(o.UpstreamTrust); err != nil {
 		return fmt.Errorf("invalid --upstream-trust %q: %w", o.UpstreamTrust, err)
 	}
@@ -292,4 +307,23 @@ func parseSecretRef(ref string) (client.ObjectKey, error) {
 		return client.ObjectKey{}, fmt.Errorf("must be namespace/name of a Secret")
 	}
 	return client.ObjectKey{Namespace: ns, Name: name}, nil
+}
+
+// sigstoreTrustedRoot reads and checks --sigstore-trusted-root: nil when it is not set (the
+// shipped root then counts).
+func (o *Options) sigstoreTrustedRoot() ([]byte, error) {
+	if o.SigstoreTrustedRoot == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.SigstoreTrustedRoot)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --sigstore-trusted-root: %w", err)
+	}
+	if len(data) > verify.MaxTrustedRootBytes {
+		return nil, fmt.Errorf("invalid --sigstore-trusted-root %q: %d bytes, more than a trusted_root.json may hold (%d)", o.SigstoreTrustedRoot, len(data), verify.MaxTrustedRootBytes)
+	}
+	if _, err := verify.ParseTrustedRoot(data); err != nil {
+		return nil, fmt.Errorf("invalid --sigstore-trusted-root %q: %w", o.SigstoreTrustedRoot, err)
+	}
+	return data, nil
 }

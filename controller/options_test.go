@@ -2,13 +2,21 @@ package controller
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
 func TestOptionsValidate(t *testing.T) {
+	dir := t.TempDir()
+	publicRoot, notARoot := filepath.Join(dir, "trusted_root.json"), filepath.Join(dir, "other.json")
+	NewWithT(t).Expect(os.WriteFile(publicRoot, verify.PublicGoodTrustedRoot(), 0o600)).To(Succeed())
+	NewWithT(t).Expect(os.WriteFile(notARoot, []byte(`{"mediaType": "nothing"}`), 0o600)).To(Succeed())
 	cases := []struct {
 		name    string
 		args    []string
@@ -44,6 +52,11 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "profiles on loopback", args: []string{"--pprof-bind-address=127.0.0.1:6060"}},
 		{name: "profiles address without port", args: []string{"--pprof-bind-address=localhost"}, wantErr: `invalid --pprof-bind-address "localhost"`},
 		{name: "TLS key without certificate", args: []string{"--hooks-tls-key-file=/tls/tls.key"}, wantErr: "set both or neither"},
+		{name: "a Sigstore trusted root", args: []string{"--sigstore-trusted-root=" + publicRoot}},
+		{name: "a Sigstore trusted root that is missing", args: []string{"--sigstore-trusted-root=/nowhere/trusted_root.json"},
+			wantErr: "invalid --sigstore-trusted-root: open /nowhere/trusted_root.json"},
+		{name: "a Sigstore trusted root that is not one", args: []string{"--sigstore-trusted-root=" + notARoot},
+			wantErr: `invalid --sigstore-trusted-root "` + notARoot + `"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

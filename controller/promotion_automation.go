@@ -13,6 +13,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/source"
+	"github.com/stagecoach-dev/stagecoach/internal/source/upstream"
 )
 
 // automate offers the source's candidate: it creates an automatic Promotion when every gate is
@@ -83,7 +84,7 @@ func (run *promotionRun) eligible(ctx context.Context, offered []plan.Candidate)
 		signatureOf = func(digest string) (*plan.SignatureVerdict, error) {
 			v, err := verify(ctx, digest)
 			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
-				run.sourceRecheck = soonest(run.sourceRecheck, b.Until.Sub(run.now))
+				run.sourceRecheck = plan.Soonest(run.sourceRecheck, b.Until.Sub(run.now))
 			}
 			return v, err
 		}
@@ -120,4 +121,17 @@ func (run *promotionRun) automaticPromotion(c *plan.Candidate) *stagecoachv1.Pro
 	}
 	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
 	return p
+}
+
+// sourceFor is the source the Stage takes its versions from; nil for one not built yet.
+func (r *StageReconciler) sourceFor(stage *stagecoachv1.Stage) source.Source {
+	switch {
+	case stage.Spec.Source.Registry != nil:
+		return r.registrySource
+	case stage.Spec.Source.Upstream != nil:
+		return upstream.Source{Reader: r.Client}
+	case stage.Spec.Source.UpstreamRecords != nil && r.Follower != nil:
+		return r.Follower
+	}
+	return nil
 }

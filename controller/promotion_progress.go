@@ -96,6 +96,15 @@ func (a applierRollout) step(ctx context.Context, run *promotionRun, p *stagecoa
 	case plan.StepVerify:
 		// Without a grace period, landing and verifying are one step.
 		run.markLanded(p, d.Message)
+		if applier.PinsTag(a.applier, run.obj) {
+			moved, err := run.tagMoved(ctx, p)
+			if err != nil {
+				return 0, err
+			}
+			if moved != "" {
+				return 0, run.finishFailed(ctx, p, stagecoachv1.ReasonTagMoved, "landed, but "+moved)
+			}
+		}
 		return 0, run.verify(ctx, p, d.Message)
 	case plan.StepFail:
 		return 0, run.finishFailed(ctx, p, d.Reason, d.Message)
@@ -131,6 +140,31 @@ func (run *promotionRun) markLanded(p *stagecoachv1.Promotion, evidence string) 
 // (applier.ArgoCDApplication.AlreadyLive).
 type alreadyLiveChecker interface {
 	AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (string, bool)
+}
+
+// tagMoved checks, once a version given to the engine by its tag (a chart version) landed, that
+// the tag still points at the digest Stagecoach verified before the write: the engine resolved
+// the tag itself when it pulled, and a tag pushed again in between runs something nobody
+// verified. It says how the tag moved ("" when it did not). Without a registry source up the
+// chain there is nothing to ask, as the Stage's Mediated condition says.
+func (run *promotionRun) tagMoved(ctx context.Context, p *stagecoachv1.Promotion) (string, error) {
+	head := run.r.registryStage(ctx, run.stage)
+	if head == nil || run.r.registrySource == nil {
+		return "", nil
+	}
+	version := p.Status.Version
+	repo := head.Spec.Source.Registry.Repository
+	now, err := run.r.registrySource.Resolve(ctx, head, version.Tag)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("failed to check tag %q of %s again after %s landed in Stage %q: %w", version.Tag, repo, version.Digest, run.stage.Name, err)
+	case now == "":
+		return fmt.Sprintf("tag %q of %s is gone: what the engine pulled for it cannot be checked against the verified %s", version.Tag, repo, version.Digest), nil
+	case now != version.Digest:
+		return fmt.Sprintf("tag %q of %s now points at %s, not the verified %s: it was pushed again, so the engine may run a version nobody verified",
+			version.Tag, repo, now, version.Digest), nil
+	}
+	return "", nil
 }
 
 // verify runs the verification checks of a version that landed and held, then finishes the
@@ -222,4 +256,18 @@ func (run *promotionRun) applyServerSide(ctx context.Context, p *stagecoachv1.Pr
 	}
 	run.obj = cfg // the object as the API server returned it
 	return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
+}
+
+// saveAdoption writes the Stage's status if it holds a takeover not saved yet: the baseline is
+// saved before anything is written over it, so that a crash in between never takes the old value
+// for someone else's, nor loses what the Stage took over.
+func (run *promotionRun) saveAdoption(ctx context.Context) error {
+	if !run.adoptionUnsaved {
+		return nil
+	}
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	run.adoptionUnsaved = false
+	return nil
 }

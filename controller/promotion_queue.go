@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
@@ -142,4 +144,25 @@ func (run *promotionRun) expireRunning(ctx context.Context, why string) (time.Du
 	}
 	return 0, run.finishFailed(ctx, p, stagecoachv1.ReasonDeadlineExceeded, fmt.Sprintf(
 		"the version did not land within the progress deadline of %s, and the applier cannot be used: %s", deadline, why))
+}
+
+// listPromotions reads the Stage's Promotions (from the cache, by index).
+func (run *promotionRun) listPromotions(ctx context.Context) error {
+	promotions, err := stagePromotions(ctx, run.r, client.ObjectKeyFromObject(run.stage))
+	if err != nil {
+		return err
+	}
+	run.promotions = promotions
+	for i := range run.promotions {
+		run.status.track(&run.promotions[i])
+	}
+	// Check runs of Promotions that are gone or ended some other way are of no use any more.
+	unfinished := map[types.UID]bool{}
+	for i := range run.promotions {
+		if !plan.IsFinished(&run.promotions[i]) {
+			unfinished[run.promotions[i].UID] = true
+		}
+	}
+	run.r.checks.retain(client.ObjectKeyFromObject(run.stage), unfinished)
+	return nil
 }

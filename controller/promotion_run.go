@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -20,7 +19,7 @@ import (
 //	promotion_run.go         this loop: gather the Stage's Promotions and Freezes, adopt the applier
 //	promotion_queue.go       which Promotion runs: controls (Abort, Freeze, Unfreeze), superseded, waiting
 //	promotion_automation.go  only when nothing runs or waits: the source's candidate, as a Promotion
-//	promotion_start.go       admission, the gate chain (gates.go gathers its inputs), checks before apply
+//	promotion_start.go       admission, the gate chain (gates.go gathers its inputs; the checks before apply are its last gate)
 //	promotion_progress.go    the rollout moves it one step: apply, observe the engine, landed,
 //	                         verification checks (a fleet's rollout: promotion_waves.go, same rooms)
 //	promotion_finish.go      verified, failed, rollback, history
@@ -111,7 +110,7 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 			if c := run.stage.Status.Candidate; c != nil {
 				blocks = c.BlockedBy
 			}
-			return soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
+			return plan.Soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
 		}
 		next = created // nothing else waits: start it now rather than on the next event
 	}
@@ -123,27 +122,6 @@ func (run *promotionRun) reconcilePromotions(ctx context.Context) (time.Duration
 		running = next
 	}
 	return run.progressRunning(ctx, running)
-}
-
-// listPromotions reads the Stage's Promotions (from the cache, by index).
-func (run *promotionRun) listPromotions(ctx context.Context) error {
-	promotions, err := stagePromotions(ctx, run.r, client.ObjectKeyFromObject(run.stage))
-	if err != nil {
-		return err
-	}
-	run.promotions = promotions
-	for i := range run.promotions {
-		run.status.track(&run.promotions[i])
-	}
-	// Check runs of Promotions that are gone or ended some other way are of no use any more.
-	unfinished := map[types.UID]bool{}
-	for i := range run.promotions {
-		if !plan.IsFinished(&run.promotions[i]) {
-			unfinished[run.promotions[i].UID] = true
-		}
-	}
-	run.r.checks.retain(client.ObjectKeyFromObject(run.stage), unfinished)
-	return nil
 }
 
 // loadFreezes finds the Freezes that hold the Stage now.
@@ -173,15 +151,7 @@ func (run *promotionRun) loadFreezes(ctx context.Context) error {
 // holdEnds is how long until the first active Freeze or gate with an end opens (0 when none will
 // by itself).
 func (run *promotionRun) holdEnds() time.Duration {
-	return soonest(plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now), run.gateEnds)
-}
-
-// soonest is the smaller of two requeue delays, where 0 means none.
-func soonest(a, b time.Duration) time.Duration {
-	if a == 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
+	return plan.Soonest(plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now), run.gateEnds)
 }
 
 // adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
@@ -201,19 +171,5 @@ func (run *promotionRun) adopt(ctx context.Context) error {
 	// Saved by the status write at the end of the reconcile (one write per Stage at a first
 	// start, not two), or by apply before it writes over the baseline.
 	run.adoptionUnsaved = true
-	return nil
-}
-
-// saveAdoption writes the Stage's status if it holds a takeover not saved yet: the baseline is
-// saved before anything is written over it, so that a crash in between never takes the old value
-// for someone else's, nor loses what the Stage took over.
-func (run *promotionRun) saveAdoption(ctx context.Context) error {
-	if !run.adoptionUnsaved {
-		return nil
-	}
-	if err := run.commit(ctx); err != nil {
-		return err
-	}
-	run.adoptionUnsaved = false
 	return nil
 }

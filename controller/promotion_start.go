@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,12 +12,11 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
-	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
 )
 
-// start admits the next waiting Promotion (plan.Admit), runs the gate chain and the checks
-// before apply for a promote, and marks it Running; otherwise it says in its status why it waits,
-// or finishes it when it cannot run at all.
+// start admits the next waiting Promotion (plan.Admit), runs the gate chain for a promote (the
+// checks before apply are its last gate), and marks it Running; otherwise it says in its status
+// why it waits, or finishes it when it cannot run at all.
 func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
 	stage := run.stage
 	admission := plan.Admit(stage, p, run.freezes)
@@ -28,31 +29,21 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 
 	var gates []stagecoachv1.GateResult
 	if admission.RunGates {
-		blocks, results, refused, err := run.applyGates(ctx, p.Spec.Version.Digest, p.Spec.BreakGlass)
+		blocks, results, refused, err := run.applyGates(ctx, p)
 		switch {
 		case err != nil:
 			return false, err
 		case refused != "":
+			if slices.ContainsFunc(results, failedCheck) {
+				run.event(p, corev1.EventTypeWarning, stagecoachv1.EventCheckFailed, "Promotion %s not applied: %s", p.Name, refused)
+			}
+			p.Status.Gates = results
 			return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "not applied: "+refused)
-		}
-		if len(blocks) > 0 {
+		case len(blocks) > 0:
 			run.gateEnds = plan.BlocksEnd(blocks, run.now)
 			return false, run.status.markWaiting(ctx, p, plan.WaitingForGates(blocks))
 		}
 		gates = results
-		if checks := stage.GetPreApplyChecks(); len(checks) > 0 {
-			results, failed, done := run.runChecks(p, checks, plugincheck.PhasePreApply)
-			if !done {
-				return false, run.status.markWaiting(ctx, p, "waiting: running the checks before apply ("+checkNames(checks)+")")
-			}
-			run.r.checks.forget(p, plugincheck.PhasePreApply)
-			gates = append(gates, results...)
-			if failed != "" {
-				run.event(p, corev1.EventTypeWarning, stagecoachv1.EventCheckFailed, "Promotion %s not applied: %s", p.Name, failed)
-				p.Status.Gates = gates
-				return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "not applied: "+failed)
-			}
-		}
 	}
 
 	if admission.Resumes {
@@ -70,4 +61,9 @@ func (run *promotionRun) start(ctx context.Context, p *stagecoachv1.Promotion) (
 			Message: fmt.Sprintf("%s %s (reason: %s)", p.Spec.RequestedBy, admission.BreakGlass, p.Spec.Reason)})
 	}
 	return true, run.status.markRunning(ctx, p, admission.Version, gates, message)
+}
+
+// failedCheck: a check's verdict that failed.
+func failedCheck(r stagecoachv1.GateResult) bool {
+	return !r.Passed && strings.HasPrefix(r.Gate, stagecoachv1.GateCheckPrefix)
 }

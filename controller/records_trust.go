@@ -123,7 +123,7 @@ func (w *trustWatch) load(ctx context.Context) {
 	if err := w.Reader.Get(ctx, w.Key, cm); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			untrusted("missing", fmt.Sprintf("%s does not exist: create it with the upstream recorders' public keys under key %s", where, TrustConfigMapKey))
+			untrusted("missing", fmt.Sprintf("%s does not exist: create it with the upstream recorders' public keys (or keyless identities) under key %s", where, TrustConfigMapKey))
 		case apierrors.IsForbidden(err):
 			untrusted("forbidden", fmt.Sprintf("%s cannot be read: grant the controller's service account get on it: %v", where, err))
 		default:
@@ -133,7 +133,7 @@ func (w *trustWatch) load(ctx context.Context) {
 	}
 	data, ok := cm.Data[TrustConfigMapKey]
 	if !ok {
-		untrusted("nokey", fmt.Sprintf("%s has no key %s: put the trust config ({keys: [{name, publicKey, repositories, streams}]}) there", where, TrustConfigMapKey))
+		untrusted("nokey", fmt.Sprintf("%s has no key %s: put the trust config ({keys: [{name, publicKey or matchOIDCIdentity, repositories, streams}]}) there", where, TrustConfigMapKey))
 		return
 	}
 	state := fmt.Sprintf("%x", sha256.Sum256([]byte(data)))

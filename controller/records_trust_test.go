@@ -18,9 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
+	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
 // The trust ConfigMap is read again as it changes; what cannot be used leaves followers
@@ -34,6 +36,15 @@ func TestTrustWatchLoad(t *testing.T) {
 	valid := "keys:\n- name: staging\n  repositories: [\"registry.example/delivery/streams\"]\n  streams: [\"c/staging/*\"]\n" + publicKey
 	// The form before keys were bound to repositories: refused, saying how to fix it.
 	streamsOnly := "keys:\n- name: staging\n  streams: [\"c/staging/*\"]\n" + publicKey
+	// Keyless (issue 31): the recorder's CI identity instead of its key, checked against a
+	// Sigstore's trusted root given inline.
+	root, err := yaml.Marshal(string(verifytest.NewSigstore(t).TrustedRoot()))
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	keylessEntry := "keys:\n- name: staging-ci\n  repositories: [\"registry.example/delivery/streams\"]\n  streams: [\"c/staging/*\"]\n" +
+		"  matchOIDCIdentity:\n  - issuer: ^https://token.actions.githubusercontent.com$\n" +
+		"    subject: ^https://github.com/org/delivery/.github/workflows/record.yml@refs/heads/main$\n"
+	keyless := keylessEntry + "  trustedRoot: " + strings.TrimSpace(string(root)) + "\n"
+	keylessBadRoot := keylessEntry + "  trustedRoot: '{}'\n"
 
 	key := client.ObjectKey{Namespace: "stagecoach-system", Name: "upstream-trust"}
 	var getErr error
@@ -60,6 +71,8 @@ func TestTrustWatchLoad(t *testing.T) {
 		name    string
 		change  func(g Gomega)
 		wantMsg string // "" means trusted
+		// wantKeyless: the trusted config's first entry trusts keyless identities.
+		wantKeyless bool
 	}{
 		{name: "missing", wantMsg: "upstream trust ConfigMap stagecoach-system/upstream-trust (--upstream-trust) does not exist: create it"},
 		{name: "forbidden", change: func(Gomega) {
@@ -73,6 +86,9 @@ func TestTrustWatchLoad(t *testing.T) {
 			wantMsg: `key upstream-trust.yaml is invalid: upstream trust config keys[0] (name "staging"): repositories is empty; ` +
 				`a key is bound to the repositories its streams are read from as well as to the streams: add repositories: [`},
 		{name: "valid", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: valid}) }},
+		{name: "keyless identities with a trusted root that is not one", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: keylessBadRoot}) },
+			wantMsg: `key upstream-trust.yaml is invalid: upstream trust config keys[0] (name "staging-ci"): matchOIDCIdentity: trusted root:`},
+		{name: "keyless identities", change: func(g Gomega) { set(g, map[string]string{TrustConfigMapKey: keyless}) }, wantKeyless: true},
 		{name: "the API server times out: the keys stay", change: func(Gomega) { getErr = apierrors.NewTimeoutError("slow", 1) }},
 		{name: "deleted", change: func(g Gomega) {
 			getErr = nil
@@ -90,6 +106,9 @@ func TestTrustWatchLoad(t *testing.T) {
 			if step.wantMsg == "" {
 				g.Expect(st.Reason).To(BeEmpty(), st.Message)
 				g.Expect(follower.Trust).NotTo(BeNil())
+				if step.wantKeyless {
+					g.Expect(follower.Trust.Keys[0].Keyless()).To(BeTrue())
+				}
 				return
 			}
 			g.Expect(st.Reason).To(Equal(stagecoachv1.ReasonUpstreamUntrusted))

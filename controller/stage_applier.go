@@ -76,6 +76,10 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
 	case v.rollout() == nil || !v.ready:
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
+	case v.engine != nil && applier.PinsTag(v.engine, v.obj):
+		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion,
+			fmt.Sprintf("%s '%s/%s' is given the chart version, not the digest: the engine resolves the version itself, so Stagecoach checks the digest behind it before it writes and again when it lands (a version pushed again fails the Promotion, which rolls back)",
+				v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))
 	default:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
 			fmt.Sprintf("%s '%s/%s': only the promoted digest decides what it runs", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))
@@ -151,7 +155,7 @@ func (r *StageReconciler) checkApplier(ctx context.Context, stage *stagecoachv1.
 
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
-	err = r.applierReader().Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, obj)
+	err = r.readerFor(stage, gvk).Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return applierVerdict{reason: stagecoachv1.ReasonApplierUnreadable, retry: true,
@@ -189,6 +193,18 @@ func (r *StageReconciler) applierReader() client.Reader {
 		return r.APIReader
 	}
 	return r.appliers
+}
+
+// readerFor reads a Stage's applier: live when the Stage's completion rules read a field the cache
+// of appliers drops (applier.SlimKeeps: an Application's status beyond what the built-in observer
+// reads), else through applierReader. The cache stays slim for the thousands of objects no rule
+// reads, and what it keeps cannot follow the rules of Stages created later; a Stage with such
+// rules pays one GET per reconcile.
+func (r *StageReconciler) readerFor(stage *stagecoachv1.Stage, gvk schema.GroupVersionKind) client.Reader {
+	if !applier.SlimKeeps(gvk.GroupKind(), stage.Spec.Completion) {
+		return r.APIReader
+	}
+	return r.applierReader()
 }
 
 // kustomizationGVK is the kind of spec.applyRef.kustomization.

@@ -16,22 +16,31 @@ import (
 // repositoryOf is the OCI repository of the Stage's versions: its registry source's, or the one
 // at the head of its upstream chain. "" when none is known.
 func (r *StageReconciler) repositoryOf(ctx context.Context, stage *stagecoachv1.Stage) string {
+	if head := r.registryStage(ctx, stage); head != nil {
+		return head.Spec.Source.Registry.Repository
+	}
+	return ""
+}
+
+// registryStage is the Stage whose registry source the Stage's versions come from: itself, or the
+// head of its upstream chain (up to 16 hops). Nil when none is known.
+func (r *StageReconciler) registryStage(ctx context.Context, stage *stagecoachv1.Stage) *stagecoachv1.Stage {
 	cur := stage
 	for hops := 0; hops < 16 && cur != nil; hops++ {
-		if reg := cur.Spec.Source.Registry; reg != nil {
-			return reg.Repository
+		if cur.Spec.Source.Registry != nil {
+			return cur
 		}
 		up, ok := cur.UpstreamKey()
 		if !ok {
-			return ""
+			return nil
 		}
 		next := &stagecoachv1.Stage{}
 		if err := r.Get(ctx, up, next); err != nil {
-			return ""
+			return nil
 		}
 		cur = next
 	}
-	return ""
+	return nil
 }
 
 // checkDependencyCycle refuses a Stage whose spec.dependsOn leads back to itself: it could never

@@ -17,10 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/internal/source"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
-	"github.com/stagecoach-dev/stagecoach/internal/source/upstream"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
@@ -56,6 +55,9 @@ type StageReconciler struct {
 
 	// CheckPluginDir holds the check plugins Stages name.
 	CheckPluginDir string
+	// SigstoreTrustedRoot replaces the public Sigstore instance's trusted root shipped with
+	// Stagecoach, for Stages without verify.trustedRoot (nil: the shipped one).
+	SigstoreTrustedRoot []byte
 	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and cluster-internal targets.
 	AllowInternalCheckTargets bool
 
@@ -175,7 +177,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if expiresIn > 0 && (result.RequeueAfter == 0 || expiresIn < result.RequeueAfter) {
 			result.RequeueAfter = expiresIn
 		}
-		result.RequeueAfter = soonest(result.RequeueAfter, r.recordSteps(ctx, stage, writer.commit))
+		result.RequeueAfter = plan.Soonest(result.RequeueAfter, r.recordSteps(ctx, stage, writer.commit))
 		return result, err
 	}
 
@@ -183,22 +185,9 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	run := r.newPromotionRun(stage, verdict.obj, rollout, writer.commit)
 	requeue, err := run.reconcilePromotions(ctx)
 	// Records follow what the Promotions did; writing them never holds the Promotions back.
-	requeue = soonest(requeue, r.recordSteps(ctx, stage, writer.commit))
+	requeue = plan.Soonest(requeue, r.recordSteps(ctx, stage, writer.commit))
 	r.followerStatus(stage)
 	return ctrl.Result{RequeueAfter: requeue}, err
-}
-
-// sourceFor is the source the Stage takes its versions from; nil for one not built yet.
-func (r *StageReconciler) sourceFor(stage *stagecoachv1.Stage) source.Source {
-	switch {
-	case stage.Spec.Source.Registry != nil:
-		return r.registrySource
-	case stage.Spec.Source.Upstream != nil:
-		return upstream.Source{Reader: r.Client}
-	case stage.Spec.Source.UpstreamRecords != nil && r.Follower != nil:
-		return r.Follower
-	}
-	return nil
 }
 
 func (r *StageReconciler) clock() clock.PassiveClock {

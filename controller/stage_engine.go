@@ -24,8 +24,7 @@ const FieldManager = "stagecoach"
 func (r *StageReconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage, through *unstructured.Unstructured, v *applierVerdict) error {
 	ref := stage.Spec.ApplyRef
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
-	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Through: through,
-		Verified: stage.Spec.Source.Registry != nil && stage.Spec.Source.Registry.Verify != nil}
+	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through}
 	switch app := applier.For(v.gvk.GroupKind(), opts); {
 	case app != nil:
 		if stage.Spec.Completion != nil {
@@ -33,7 +32,7 @@ func (r *StageReconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.
 		}
 		v.engine = app
 		v.checkEngine(stage)
-		return nil
+		return r.checkGenerator(ctx, stage, v) // an Application's ApplicationSet (stage_appset.go)
 	case v.gvk.GroupKind() == applicationSetGVK.GroupKind():
 		// A fleet: its Applications are promoted wave by wave (stage_fleet.go).
 		return r.chooseFleet(ctx, stage, v)

@@ -6,12 +6,18 @@ package v1alpha1
 
 // Reasons of Stage conditions (Ready, Mediated, Verified, Stalled).
 const (
-	ReasonApplierReady         = "ApplierReady"
-	ReasonApplierCheckFailed   = "ApplierCheckFailed"
-	ReasonApplierUnreadable    = "ApplierUnreadable"
-	ReasonApplierUnlabelled    = "ApplierUnlabelled"
-	ReasonApplierClaimed       = "ApplierClaimed"
-	ReasonApplierMultiSource   = "ApplierMultiSource"
+	ReasonApplierReady       = "ApplierReady"
+	ReasonApplierCheckFailed = "ApplierCheckFailed"
+	ReasonApplierUnreadable  = "ApplierUnreadable"
+	ReasonApplierUnlabelled  = "ApplierUnlabelled"
+	ReasonApplierClaimed     = "ApplierClaimed"
+	ReasonApplierMultiSource = "ApplierMultiSource"
+	// ReasonApplierSourceNotFound: spec.applyRef.source names no source of the Application (or
+	// more than one).
+	ReasonApplierSourceNotFound = "ApplierSourceNotFound"
+	// ReasonSourceUnpinned: a source of a multi-source Application besides the promoted one can
+	// move (a branch, a tag, a chart version), so the digest alone does not decide what runs.
+	ReasonSourceUnpinned       = "SourceUnpinned"
 	ReasonApplierNotOCI        = "ApplierNotOCI"
 	ReasonApplierNotAutomated  = "ApplierNotAutomated"
 	ReasonApplierSuspended     = "ApplierSuspended"
@@ -39,9 +45,12 @@ const (
 	ReasonPoliciesInstalled  = "PoliciesInstalled"
 	ReasonPoliciesMissing    = "PoliciesMissing"
 	ReasonPoliciesUnreadable = "PoliciesUnreadable"
-	// ReasonApplierTagOnly: the applier can only be given a tag, which the engine resolves
-	// later, while the Stage verifies signatures by digest.
-	ReasonApplierTagOnly = "ApplierTagOnly"
+	// ReasonMediatedByVersion: Mediated=True for an applier given a chart version, not a digest
+	// (applier.TagPinned): the digest behind it is checked before the write and at landing.
+	ReasonMediatedByVersion = "MediatedByVersion"
+	// ReasonTagMoved: the tag a Promotion gave the engine points at another digest than the one
+	// verified (pushed again), found when it landed: the Promotion fails and rolls back.
+	ReasonTagMoved = "TagMoved"
 	// ReasonCompletionFailed: spec.completion's failed rule matched.
 	ReasonCompletionFailed = "CompletionFailed"
 	// ReasonDependencyCycle: spec.dependsOn leads back to the Stage.
@@ -60,6 +69,10 @@ const (
 	// ReasonTargetsUnlabelled: Applications an ApplicationSet generated for a fleet Stage lack
 	// the Stage's label, so the Application guard does not cover them (Mediated=False).
 	ReasonTargetsUnlabelled = "TargetsUnlabelled"
+	// ReasonApplierRevertedByApplicationSet: the Application a Stage applies through was generated
+	// by an ApplicationSet whose applicationset-controller would write its template back over the
+	// digest Stagecoach writes (no spec.ignoreApplicationDifferences entry for that field).
+	ReasonApplierRevertedByApplicationSet = "ApplierRevertedByApplicationSet"
 	// ReasonAborted: an Abort Promotion cancelled the running one.
 	ReasonAborted = "Aborted"
 	// ReasonUpstreamStale: the newest trusted upstream record is older than
@@ -122,7 +135,10 @@ const (
 	GateMediated = "mediated"
 	// GatePublished: a follower of upstream records promotes only a version its upstream's
 	// records, read afresh, show verified.
-	GatePublished   = "published"
+	GatePublished = "published"
+	// GateChecks: the checks before apply (promotion.checks) run once every other gate of a
+	// starting promote passes; their verdicts are named GateCheckPrefix + the check's name.
+	GateChecks      = "checks"
 	GateCheckPrefix = "check/"
 )
 
@@ -138,6 +154,8 @@ const (
 	ReasonInvalidWindow      = "InvalidWindow"
 	ReasonDenyWindow         = "DenyWindow"
 	ReasonOutsideAllowWindow = "OutsideAllowWindow"
+	// checks before apply
+	ReasonChecksRunning = "ChecksRunning"
 	// dependsOn
 	ReasonDependencyMissing           = "DependencyMissing"
 	ReasonDependencyNotVerified       = "DependencyNotVerified"

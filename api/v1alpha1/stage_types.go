@@ -150,6 +150,7 @@ type StageAuthor struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || self.kind == 'Kustomization'",message="applyRef.image is only for a Flux Kustomization: it names the spec.images entry to pin"
 // +kubebuilder:validation:XValidation:rule="!has(self.kustomization) || self.kind == 'OCIRepository'",message="applyRef.kustomization is only for a Flux OCIRepository: it names the Kustomization that applies the repository's artifact"
 // +kubebuilder:validation:XValidation:rule="!has(self.valuesKey) || self.kind == 'HelmRelease'",message="applyRef.valuesKey is only for a Flux HelmRelease: it names the values key that carries the digest"
+// +kubebuilder:validation:XValidation:rule="!has(self.source) || self.kind == 'Application'",message="applyRef.source is only for an Argo CD Application: it names the source (sources[].name or repoURL) of a multi-source Application that Stagecoach promotes"
 // +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",messageExpression="'applyRef.apiVersion is required for kind ' + self.kind + ': only Application, ApplicationSet, OCIRepository, Kustomization and HelmRelease are known without it'"
 type ApplierReference struct {
 	// APIVersion of the applier, for example argoproj.io/v1alpha1. Optional for the built-in kinds.
@@ -180,6 +181,14 @@ type ApplierReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Kustomization string `json:"kustomization,omitempty"`
+
+	// Source, for a multi-source Argo CD Application, names the source Stagecoach promotes: its
+	// sources[].name, or its repoURL. Every other source must be pinned to a commit SHA or a
+	// digest for the Stage to be Mediated.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Source string `json:"source,omitempty"`
 
 	// ValuesKey, for a Flux HelmRelease, is the dotted path in spec.values that carries the
 	// digest (for example image.digest). Without it the version's tag is the chart version.

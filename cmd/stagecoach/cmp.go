@@ -16,8 +16,9 @@ import (
 // verifyKeysDirEnv names the keys directory when the flag is not given (the sidecar's env).
 const verifyKeysDirEnv = "STAGECOACH_VERIFY_KEYS_DIR"
 
-// digestVerifierFactory builds the signature check for the public keys in keysDir. The check
-// receives "<repository>@sha256:..." and returns why it does not verify.
+// digestVerifierFactory builds the signature check for the trust in keysDir: public keys (*.pub)
+// and keyless identities (verify.yaml, with an optional trusted_root.json). The check receives
+// "<repository>@sha256:..." and returns why it does not verify.
 type digestVerifierFactory func(keysDir string) (func(ctx context.Context, imageRef string) error, error)
 
 // newCMPCommand groups the Argo CD config management plugin's commands. newVerifier may be nil:
@@ -68,7 +69,7 @@ plugin environment (ARGOCD_APP_*, ARGOCD_ENV_*, ARGOCD_APP_PARAMETERS or PARAM_*
 				case errors.Is(err, errNoKeys) && opts.AllowUnverified:
 					// Explicitly allowed: render as if no keys were configured.
 				case errors.Is(err, errNoKeys):
-					return fmt.Errorf("verification keys directory %s holds no public keys (*.pub): refusing to render unverified; add the trusted cosign public keys to the Secret mounted there, or set %s=true in the plugin's sidecar to render without verification", keysDir, cmp.EnvAllowUnverified)
+					return fmt.Errorf("verification keys directory %s holds no public keys (*.pub): refusing to render unverified; add the trusted cosign public keys (or the keyless identities, in %s) to the Secret mounted there, or set %s=true in the plugin's sidecar to render without verification", keysDir, cmpIdentitiesFile, cmp.EnvAllowUnverified)
 				case err != nil:
 					return fmt.Errorf("failed to load the verification keys in %s: %s", keysDir, oneLine(err))
 				}
@@ -77,12 +78,12 @@ plugin environment (ARGOCD_APP_*, ARGOCD_ENV_*, ARGOCD_APP_PARAMETERS or PARAM_*
 		},
 	}
 	cmd.Flags().BoolVar(&allowUnverified, "allow-unverified", false, "Render without verification where it cannot happen (no digest, no keys) even though --verify-keys-dir is set (default: $"+cmp.EnvAllowUnverified+").")
-	cmd.Flags().StringVar(&keysDir, "verify-keys-dir", "", "Directory of public keys; when set, the digest's signature must verify before anything is rendered (default: $"+verifyKeysDirEnv+").")
+	cmd.Flags().StringVar(&keysDir, "verify-keys-dir", "", "Directory of trusted public keys (*.pub) and keyless identities ("+cmpIdentitiesFile+": {matchOIDCIdentity: [{issuer, subject}]}, checked against "+cmpTrustedRootFile+" if present, else the public Sigstore instance's); when set, the digest's signature must verify before anything is rendered (default: $"+verifyKeysDirEnv+").")
 	return cmd
 }
 
-// errNoKeys: the keys directory holds no public key, so nothing could verify.
-var errNoKeys = errors.New("no public keys (*.pub)")
+// errNoKeys: the keys directory holds no public key and no keyless identity, so nothing could verify.
+var errNoKeys = errors.New("no public keys (*.pub) and no keyless identities (" + cmpIdentitiesFile + ")")
 
 // oneLine keeps an error on one line: Argo CD shows the plugin's stderr as the app's condition.
 func oneLine(err error) string {

@@ -37,7 +37,8 @@ func newRecordsVerifyCommand() *cobra.Command {
 		Use:   "verify REPOSITORY STREAM",
 		Short: "Audit a whole record stream: every signature against the trust config, and the hash chain",
 		Long: "Reads every record of STREAM (a Stage's status.stream.id) from REPOSITORY, checks each signature\n" +
-			"against the keys of --trust bound to the stream and each record's link to the one before, prints\n" +
+			"against the keys of --trust bound to the stream (or, for a record signed keyless, its keyless\n" +
+			"identities: matchOIDCIdentity and trustedRoot) and each record's link to the one before, prints\n" +
 			"the records and every break, and exits non-zero if there is any break.",
 		Example: "  stagecoach records verify registry.example/delivery/streams 8d1e4f2a9c0b/staging/payments --trust upstream-trust.yaml",
 		Args:    cobra.ExactArgs(2),
@@ -45,7 +46,7 @@ func newRecordsVerifyCommand() *cobra.Command {
 			return runRecordsVerify(cmd, args[0], args[1], opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.trustFile, "trust", "", "Trust config file (the controller's --upstream-trust): named public keys bound to streams.")
+	cmd.Flags().StringVar(&opts.trustFile, "trust", "", "Trust config file (the controller's --upstream-trust): named public keys, or keyless identities (matchOIDCIdentity), bound to streams.")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "Output format: text or json.")
 	cmd.Flags().StringVar(&opts.dockerConfig, "docker-config", "", "Docker config JSON with registry credentials; anonymous when empty.")
 	cmd.Flags().BoolVar(&opts.insecure, "insecure", false, "Allow plain HTTP to a registry that is not on loopback.")

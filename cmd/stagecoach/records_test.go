@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log"
@@ -15,13 +16,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	. "github.com/onsi/gomega"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/records"
+	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
 const recordsStream = "8d1e4f2a9c0b/staging/payments"
@@ -130,4 +137,94 @@ func TestRecordsVerify(t *testing.T) {
 		_, err := run("records", "verify", "127.0.0.1:1/x", recordsStream)
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring(`required flag(s) "trust" not set`)))
 	})
+}
+
+// resignKeyless replaces the signature of record seq with a keyless Sigstore bundle by ci, as a
+// recorder signing from CI would write it (the dev.stagecoach.record.bundle annotation): the
+// record bytes, and so the chain, stay.
+func resignKeyless(t *testing.T, repo string, seq int64, sigstore *verifytest.Sigstore, ci verifytest.CI) {
+	t.Helper()
+	ref, err := name.NewTag(repo + ":" + records.Tag(recordsStream, seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(ref, remote.WithContext(t.Context()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(desc.Manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m.Annotations, "dev.stagecoach.record.signature")
+	delete(m.Annotations, "dev.stagecoach.record.key-id")
+	m.Annotations["dev.stagecoach.record.bundle"] = base64.StdEncoding.EncodeToString(sigstore.SignBlob(t, m.Layers[0].Data, ci, verifytest.Keyless{}))
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(ref, &remote.Descriptor{Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1}, Manifest: raw}, remote.WithContext(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `stagecoach records verify` trusts a recorder's CI identity as the follower does (issue 31):
+// a --trust entry of matchOIDCIdentity with the Sigstore's trusted root; a record another
+// identity or another Sigstore signed is a break naming what it found.
+func TestRecordsVerifyKeyless(t *testing.T) {
+	signer, _ := recordsKey(t)
+	sigstore, other := verifytest.NewSigstore(t), verifytest.NewSigstore(t)
+	recorder := verifytest.GitHubActions("org/delivery", "record.yml", "refs/heads/main")
+	nightly := verifytest.GitHubActions("org/delivery", "nightly.yml", "refs/heads/main")
+	root, err := yaml.Marshal(string(sigstore.TrustedRoot()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustFile := filepath.Join(t.TempDir(), "trust.yaml")
+	if err := os.WriteFile(trustFile, []byte("keys:\n- name: staging-ci\n"+
+		"  matchOIDCIdentity:\n  - issuer: ^https://token.actions.githubusercontent.com$\n"+
+		"    subject: ^https://github.com/org/delivery/.github/workflows/record.yml@refs/heads/main$\n"+
+		"  trustedRoot: "+strings.TrimSpace(string(root))+"\n"+
+		"  repositories: [\"127.0.0.1:*/delivery/streams\"]\n  streams: [\"8d1e4f2a9c0b/staging/*\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		// second signs record 2; the recorder's identity signs records 1 and 3.
+		second  func(t *testing.T, repo string)
+		wantErr string
+		wantOut []string
+	}{
+		{name: "every record by the recorder's identity",
+			second:  func(t *testing.T, repo string) { resignKeyless(t, repo, 2, sigstore, recorder) },
+			wantOut: []string{"staging-ci", "3 records, every signature trusted, chain unbroken"}},
+		{name: "a record by another identity",
+			second:  func(t *testing.T, repo string) { resignKeyless(t, repo, 2, sigstore, nightly) },
+			wantErr: "has 1 break(s)", wantOut: []string{"seq 2  Signature", "identity mismatch", nightly.Subject}},
+		{name: "a record certified by another Sigstore",
+			second:  func(t *testing.T, repo string) { resignKeyless(t, repo, 2, other, recorder) },
+			wantErr: "has 1 break(s)", wantOut: []string{"seq 2  Signature", "does not chain to a Fulcio certificate authority of the trusted root"}},
+		{name: "a record signed with a key", second: func(*testing.T, string) {},
+			wantErr: "has 1 break(s)", wantOut: []string{"seq 2  Signature", "no trusted key bound to the stream verifies"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+			defer srv.Close()
+			repo := strings.TrimPrefix(srv.URL, "http://") + "/delivery/streams"
+			writeStream(t, repo, []*records.Signer{signer, signer, signer})
+			resignKeyless(t, repo, 1, sigstore, recorder)
+			resignKeyless(t, repo, 3, sigstore, recorder)
+			tc.second(t, repo)
+			out, err := run("records", "verify", repo, recordsStream, "--trust", trustFile)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)), out)
+			} else {
+				g.Expect(err).NotTo(HaveOccurred(), out)
+			}
+			for _, w := range tc.wantOut {
+				g.Expect(out).To(ContainSubstring(w))
+			}
+		})
+	}
 }

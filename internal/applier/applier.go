@@ -62,27 +62,48 @@ type Applier interface {
 	Observe(obj *unstructured.Unstructured, digest string) Observation
 }
 
+// DigestAnnotation records, on an applier that is given a version's tag (a chart version), the
+// digest Stagecoach verified behind it: the object itself cannot say which digest it runs.
+const DigestAnnotation = "stagecoach.dev/digest"
+
+// TagPinned is an applier that, on some objects, gives the engine the version's tag (a Helm
+// chart version) and not its digest: the engine resolves the tag itself when it pulls, so the
+// digest behind it must be checked again once the version landed.
+type TagPinned interface {
+	PinsTag(obj *unstructured.Unstructured) bool
+}
+
+// PinsTag reports whether the applier gives obj's engine a tag, not a digest (see TagPinned),
+// through the completion rules a Stage may add on top.
+func PinsTag(a Applier, obj *unstructured.Unstructured) bool {
+	if w, ok := a.(WithCompletion); ok {
+		a = w.Applier
+	}
+	t, ok := a.(TagPinned)
+	return ok && t.PinsTag(obj)
+}
+
 // Options are what a Stage says about how to write to its applier.
 type Options struct {
 	// Image names the Kustomization spec.images entry to pin.
 	Image string
 	// ValuesKey is the dotted HelmRelease values path that carries the digest.
 	ValuesKey string
+	// Source names the promoted source of a multi-source Application.
+	Source string
 	// Through is the object that applies what this applier fetches (the Kustomization of an
 	// OCIRepository), as read now; nil when there is none.
 	Through *unstructured.Unstructured
-	// Verified: the Stage verifies its versions' signatures, so only a digest may be written.
-	Verified bool
 }
 
 // builders make the appliers of the built-in kinds (stagecoachv1.BuiltinAppliers) that are one
 // object. The ApplicationSet has none: it is a fleet, whose Applications are promoted wave by wave
 // (controller/stage_fleet.go).
 var builders = map[string]func(Options) Applier{
-	"Application":   func(Options) Applier { return ArgoCDApplication{} },
+	"Application":   func(opts Options) Applier { return ArgoCDApplication{Source: opts.Source} },
 	"OCIRepository": func(opts Options) Applier { return FluxOCIRepository{Kustomization: opts.Through} },
 	"Kustomization": func(opts Options) Applier { return FluxKustomization{Image: opts.Image} },
-	"HelmRelease":   func(opts Options) Applier { return FluxHelmRelease{ValuesKey: opts.ValuesKey, Verified: opts.Verified} },
+	"HelmRelease":   func(opts Options) Applier { return FluxHelmRelease{ValuesKey: opts.ValuesKey} },
 }
 
 // For returns the applier of a kind, or nil when Stagecoach has no built-in one for it.

@@ -25,7 +25,11 @@ const RefreshAnnotation = "argocd.argoproj.io/refresh"
 // ArgoCDApplication applies versions through an Argo CD Application: an OCI source's
 // targetRevision, or the Stagecoach plugin's environment for a Git source. It never syncs: the
 // Application must sync automatically.
-type ArgoCDApplication struct{}
+type ArgoCDApplication struct {
+	// Source names the promoted source of a multi-source Application (applyRef.source): its
+	// sources[].name or repoURL (argocd_sources.go).
+	Source string
+}
 
 var _ Applier = ArgoCDApplication{}
 
@@ -34,25 +38,21 @@ func describe(obj *unstructured.Unstructured) string {
 }
 
 // Validate implements Applier.
-func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
+func (a ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
 	name := describe(obj)
-	if sources, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources"); len(sources) > 0 {
-		return &Problem{Reason: stagecoachv1.ReasonApplierMultiSource, Message: fmt.Sprintf(
-			"%s has %d entries in spec.sources: Stagecoach promotes exactly one source; use spec.source", name, len(sources))}, nil
+	p, problem := a.findSource(obj)
+	if problem != nil {
+		return problem, nil
 	}
-	source, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source")
-	if !ok {
-		return &Problem{Reason: stagecoachv1.ReasonApplierNotOCI, Message: fmt.Sprintf(
-			"%s has no spec.source: set an OCI source (repoURL oci://...) or a Git source using the %s plugin", name, PluginName)}, nil
-	}
+	source := p.source
 	repoURL, _, _ := unstructured.NestedString(source, "repoURL")
 	pluginName, _, _ := unstructured.NestedString(source, "plugin", "name")
 	_, pluginSet, _ := unstructured.NestedMap(source, "plugin")
 	usesOurPlugin := pluginSet && isOurPlugin(pluginName)
-	if !strings.HasPrefix(repoURL, "oci://") && !usesOurPlugin {
+	if !strings.HasPrefix(repoURL, "oci://") && !usesOurPlugin && p.chart() == "" {
 		return &Problem{Reason: stagecoachv1.ReasonApplierNotOCI, Message: fmt.Sprintf(
-			"%s has source %q, which is not OCI and does not use the %s plugin: use an oci:// repoURL or set spec.source.plugin.name: %s",
-			name, repoURL, PluginName, PluginName)}, nil
+			"%s has source %q, which is not OCI and does not use the %s plugin: use an oci:// repoURL, a Helm chart (chart), or set %s.plugin.name: %s",
+			name, repoURL, PluginName, p.path(), PluginName)}, nil
 	}
 	if !automated(obj) {
 		return &Problem{Reason: stagecoachv1.ReasonApplierNotAutomated, Message: fmt.Sprintf(
@@ -64,16 +64,17 @@ func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Pr
 		{"kustomize", "images"}, {"kustomize", "patches"}, {"kustomize", "components"},
 		{"helm", "parameters"}, {"helm", "values"}, {"helm", "valuesObject"}, {"helm", "valueFiles"}, {"helm", "fileParameters"},
 	} {
-		if v, ok, _ := unstructured.NestedFieldNoCopy(source, f...); ok && !empty(v) {
-			fields = append(fields, "spec.source."+strings.Join(f, "."))
+		if v, ok, _ := unstructured.NestedFieldNoCopy(source, f...); ok && !empty(v) &&
+			!(f[1] == "valueFiles" && valueFilesFromRefs(obj, p, v)) {
+			fields = append(fields, p.path()+"."+strings.Join(f, "."))
 		}
 	}
 	if pluginSet && !usesOurPlugin {
-		fields = append(fields, fmt.Sprintf("spec.source.plugin (%q)", pluginName))
+		fields = append(fields, fmt.Sprintf("%s.plugin (%q)", p.path(), pluginName))
 	}
 	// The plugin's parameters pass values, Helm parameters and images to the renderer.
 	if params, ok, _ := unstructured.NestedFieldNoCopy(source, "plugin", "parameters"); ok && !empty(params) {
-		fields = append(fields, "spec.source.plugin.parameters")
+		fields = append(fields, p.path()+".plugin.parameters")
 	}
 	// Argo CD renders the hydrator's dry source instead of spec.source when both are set.
 	if hydrator, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "sourceHydrator"); ok && !empty(hydrator) {
@@ -82,6 +83,11 @@ func (ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *Pr
 	if len(fields) > 0 {
 		return nil, &Problem{Reason: stagecoachv1.ReasonNotMediated, Message: fmt.Sprintf(
 			"%s sets %s: something besides the digest decides what runs", name, strings.Join(fields, ", "))}
+	}
+	if unpinned := unpinnedSources(obj, p); len(unpinned) > 0 {
+		return nil, &Problem{Reason: stagecoachv1.ReasonSourceUnpinned, Message: fmt.Sprintf(
+			"%s renders %s besides the promoted %s: pin each to a commit SHA or a digest, since what it points at decides what runs too",
+			name, strings.Join(unpinned, ", "), p.path())}
 	}
 	return nil, nil
 }
@@ -116,36 +122,52 @@ func empty(v any) bool {
 	return false
 }
 
-func usesPlugin(obj *unstructured.Unstructured) bool {
-	_, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source", "plugin")
-	return ok
-}
-
 // Revision implements Applier.
-func (ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
-	if usesPlugin(obj) {
-		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
-		return envValue(env, digestEnv)
+func (a ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
+	p, ok := a.promotedSource(obj)
+	if !ok {
+		return ""
 	}
-	rev, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "targetRevision")
+	switch {
+	case p.plugin():
+		env, _, _ := unstructured.NestedSlice(p.source, "plugin", "env")
+		return envValue(env, digestEnv)
+	case p.chart() != "":
+		// The chart version cannot be read back as a digest: the one Stagecoach wrote beside it
+		// stands for it.
+		return obj.GetAnnotations()[DigestAnnotation]
+	}
+	rev, _, _ := unstructured.NestedString(p.source, "targetRevision")
 	return rev
 }
 
 // SetRevision implements Applier.
-func (ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version, _ time.Time) error {
-	if usesPlugin(obj) {
-		env, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "plugin", "env")
-		env = setEnv(env, digestEnv, v.Digest)
-		env = setEnv(env, versionEnv, v.Tag)
-		if err := unstructured.SetNestedSlice(obj.Object, env, "spec", "source", "plugin", "env"); err != nil {
-			return fmt.Errorf("failed to set the plugin env of %s: %w", describe(obj), err)
-		}
-	} else if err := unstructured.SetNestedField(obj.Object, v.Digest, "spec", "source", "targetRevision"); err != nil {
-		return fmt.Errorf("failed to set the targetRevision of %s: %w", describe(obj), err)
+func (a ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version, _ time.Time) error {
+	p, problem := a.findSource(obj)
+	if problem != nil {
+		return fmt.Errorf("cannot write the version to %s: %s", describe(obj), problem.Message)
 	}
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
+	}
+	// p.source is the object's own map: the writes below change obj.
+	switch {
+	case p.plugin():
+		env, _, _ := unstructured.NestedSlice(p.source, "plugin", "env")
+		env = setEnv(env, digestEnv, v.Digest)
+		env = setEnv(env, versionEnv, v.Tag)
+		if err := unstructured.SetNestedSlice(p.source, env, "plugin", "env"); err != nil {
+			return fmt.Errorf("failed to set the plugin env of %s in %s: %w", p.path(), describe(obj), err)
+		}
+	case p.chart() != "":
+		if v.Tag == "" {
+			return fmt.Errorf("%s takes the version as the chart version of %s, but %s has no tag", describe(obj), p.path(), v.Digest)
+		}
+		p.source["targetRevision"] = chartVersion(v.Tag)
+		annotations[DigestAnnotation] = v.Digest
+	default:
+		p.source["targetRevision"] = v.Digest
 	}
 	annotations[RefreshAnnotation] = "normal"
 	obj.SetAnnotations(annotations)
@@ -180,20 +202,34 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 	status, _, _ := unstructured.NestedMap(obj.Object, "status")
 	str := func(path ...string) string { s, _, _ := unstructured.NestedString(status, path...); return s }
 
-	plugin := usesPlugin(obj)
+	p, found := a.promotedSource(obj)
+	if !found {
+		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: fmt.Sprintf(
+			"waiting for %s to name the source Stagecoach promotes (applyRef.source)", describe(obj))}
+	}
+	// A chart is synced at its version; the digest behind it is the one Stagecoach wrote beside it
+	// (and checks again at landing: see TagPinned).
+	revision := digest
+	if p.chart() != "" {
+		revision, _ = p.source["targetRevision"].(string)
+		if recorded := a.Revision(obj); recorded != digest {
+			return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: fmt.Sprintf(
+				"%s carries chart %s %s for %q, not %s", describe(obj), p.chart(), revision, recorded, digest)}
+		}
+	}
 	opPhase := str("operationState", "phase")
 	opMessage := str("operationState", "message")
-	opApplied := a.syncedDigest(status, plugin, "operationState", "syncResult")
-	opRequested := str("operationState", "operation", "sync", "revision")
+	opApplied := statusRevision(status, p, "operationState", "syncResult")
+	opRequested := requestedRevision(status, p)
 	finishedAt := str("operationState", "finishedAt")
-	ours := revisionNames(opApplied, digest) || revisionNames(opRequested, digest)
+	ours := revisionNames(opApplied, revision) || revisionNames(opRequested, revision)
 
 	switch {
 	case opPhase == "":
 		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: fmt.Sprintf("waiting for Argo CD to sync %s", digest)}
 	case (opPhase == "Failed" || opPhase == "Error") && ours:
 		return Observation{Phase: Failed, Reason: stagecoachv1.ReasonSyncFailed, Message: fmt.Sprintf("the sync of %s ended %s: %s", digest, opPhase, opMessage)}
-	case opPhase != "Succeeded" || !revisionNames(opApplied, digest):
+	case opPhase != "Succeeded" || !revisionNames(opApplied, revision):
 		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: fmt.Sprintf(
 			"waiting for Argo CD to sync %s (last operation %s at %q)", digest, opPhase, opApplied)}
 	}
@@ -206,9 +242,9 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 			"%s is Degraded after the sync of %s: %s", describe(obj), digest, str("health", "message"))}
 	}
 	syncStatus := str("sync", "status")
-	comparedAt := a.syncedDigest(status, plugin, "sync")
+	comparedAt := statusRevision(status, p, "sync")
 	var missing []string
-	if syncStatus != "Synced" || !revisionNames(comparedAt, digest) {
+	if syncStatus != "Synced" || !revisionNames(comparedAt, revision) {
 		missing = append(missing, fmt.Sprintf("sync is %s at %q", syncStatus, comparedAt))
 	}
 	if health != "Healthy" {
@@ -220,6 +256,11 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 	if len(missing) > 0 {
 		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForHealth, Message: fmt.Sprintf(
 			"synced %s at %s; waiting: %s", digest, finishedAt, strings.Join(missing, ", "))}
+	}
+	if p.chart() != "" {
+		return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf(
+			"operation Succeeded at chart %s %s (finished %s), Synced at it, Healthy, reconciled %s; Argo CD pins the chart version, not %s",
+			p.chart(), revision, finishedAt, reconciledAt, digest)}
 	}
 	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf(
 		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, digest, reconciledAt)}
@@ -247,25 +288,21 @@ func (a ArgoCDApplication) AlreadyLive(obj *unstructured.Unstructured, digest st
 	if err != nil || reconciled.Before(written.Truncate(time.Second)) {
 		return "", false
 	}
-	status, _, _ := unstructured.NestedMap(obj.Object, "status")
-	compared := a.syncedDigest(status, usesPlugin(obj), "sync")
-	return reconciledAt, revisionNames(compared, digest) &&
-		str("status", "sync", "status") == "Synced" && str("status", "health", "status") == "Healthy"
-}
-
-// syncedDigest reads the digest a sync result or comparison names: the revision for an OCI
-// source, the plugin's STAGECOACH_DIGEST for a Git source (whose revision is a commit).
-func (ArgoCDApplication) syncedDigest(status map[string]any, plugin bool, path ...string) string {
-	if plugin {
-		sourcePath := append(append([]string{}, path...), "source", "plugin", "env")
-		if path[0] == "sync" {
-			sourcePath = append(append([]string{}, path...), "comparedTo", "source", "plugin", "env")
-		}
-		env, _, _ := unstructured.NestedSlice(status, sourcePath...)
-		return envValue(env, digestEnv)
+	p, found := a.promotedSource(obj)
+	if !found {
+		return "", false
 	}
-	rev, _, _ := unstructured.NestedString(status, append(append([]string{}, path...), "revision")...)
-	return rev
+	revision := digest
+	if p.chart() != "" {
+		if a.Revision(obj) != digest {
+			return "", false
+		}
+		revision, _ = p.source["targetRevision"].(string)
+	}
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	compared := statusRevision(status, p, "sync")
+	return reconciledAt, revisionNames(compared, revision) &&
+		str("status", "sync", "status") == "Synced" && str("status", "health", "status") == "Healthy"
 }
 
 // notBefore reports whether RFC 3339 time a is not before b. Argo CD writes both with one-second

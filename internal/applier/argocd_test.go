@@ -34,6 +34,8 @@ func app(t *testing.T, y string) *unstructured.Unstructured {
 		t.Fatalf("bad fixture: %v", err)
 	}
 	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("argoproj.io/v1alpha1")
+	u.SetKind("Application")
 	u.SetNamespace("prod")
 	u.SetName("payments")
 	return u
@@ -75,7 +77,12 @@ func TestArgoCDValidate(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			blocking, unmediated := ArgoCDApplication{}.Validate(app(t, "spec: "+tc.spec))
+			obj := app(t, "spec: "+tc.spec)
+			blocking, unmediated := ArgoCDApplication{}.Validate(obj)
+			// The cache of appliers holds Applications slimmed: same verdict.
+			fromCache, unmediatedFromCache := ArgoCDApplication{}.Validate(cached(t, obj))
+			g.Expect(fromCache).To(Equal(blocking))
+			g.Expect(unmediatedFromCache).To(Equal(unmediated))
 			switch {
 			case tc.wantBlocking != "":
 				g.Expect(blocking).NotTo(BeNil())
@@ -125,6 +132,10 @@ func TestArgoCDSetRevision(t *testing.T) {
 			g := NewWithT(t)
 			obj := app(t, "spec: "+tc.spec)
 			a := ArgoCDApplication{}
+			g.Expect(a.Revision(cached(t, obj))).To(Equal(tc.before))
+			expectSameWrite(t, g, obj, func(u *unstructured.Unstructured) error {
+				return a.SetRevision(u, Version{Digest: d2, Tag: "v2.0.0"}, time.Now())
+			})
 			g.Expect(a.Revision(obj)).To(Equal(tc.before))
 			g.Expect(a.SetRevision(obj, Version{Digest: d2, Tag: "v2.0.0"}, time.Now())).To(Succeed())
 			g.Expect(a.Revision(obj)).To(Equal(d2))
@@ -208,13 +219,7 @@ func TestArgoCDObserve(t *testing.T) {
 			}
 			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
 			// The cache holds Applications slimmed, with Argo CD's other status beside: same verdict.
-			obj.SetAPIVersion("argoproj.io/v1alpha1")
-			obj.SetKind("Application")
-			g.Expect(unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"kind": "ConfigMap", "name": "payments", "status": "Synced"}},
-				"status", "resources")).To(Succeed())
-			slim, err := Slim(obj)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(ArgoCDApplication{}.Observe(slim.(*unstructured.Unstructured), d2)).To(Equal(obs))
+			g.Expect(ArgoCDApplication{}.Observe(cached(t, obj), d2)).To(Equal(obs))
 		})
 	}
 }
@@ -265,8 +270,11 @@ func TestArgoCDAlreadyLive(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			at, ok := ArgoCDApplication{}.AlreadyLive(appWithStatus(t, tc.app, tc.status), d2, tc.written)
+			obj := appWithStatus(t, tc.app, tc.status)
+			at, ok := ArgoCDApplication{}.AlreadyLive(obj, d2, tc.written)
 			g.Expect(ok).To(Equal(tc.want))
+			atFromCache, okFromCache := ArgoCDApplication{}.AlreadyLive(cached(t, obj), d2, tc.written)
+			g.Expect([]any{atFromCache, okFromCache}).To(Equal([]any{at, ok}), "read from the cache")
 			if tc.want {
 				g.Expect(at).To(Equal("2026-11-30T10:00:03Z"))
 			}

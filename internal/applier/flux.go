@@ -267,24 +267,18 @@ func (k FluxKustomization) Observe(obj *unstructured.Unstructured, digest string
 // landed when Ready for the generation and the newest release in history is deployed.
 type FluxHelmRelease struct {
 	ValuesKey string
-	// Verified: the Stage verifies signatures, so the chart must run at the verified digest.
-	Verified bool
 }
 
-// Validate implements Applier. A chart version is a tag that Flux resolves when it reconciles,
-// after Stagecoach verified the digest behind it: a tag pushed again in between would run a chart
-// nobody verified. So a Stage that verifies signatures must write the digest (a values key).
+// Validate implements Applier.
 func (h FluxHelmRelease) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
-	if p := fluxSuspended(obj); p != nil {
-		return p, nil
-	}
-	if h.Verified && h.ValuesKey == "" {
-		return &Problem{Reason: stagecoachv1.ReasonApplierTagOnly, Message: fmt.Sprintf(
-			"%s takes the version as a chart version (a tag Flux resolves later), so a re-pushed tag would run an unverified chart: "+
-				"set spec.applyRef.valuesKey to the values path that carries the image digest, or point the Stage at an OCIRepository "+
-				"(spec.ref.digest) the HelmRelease reads through spec.chartRef", describeKind(obj))}, nil
-	}
-	return nil, nil
+	return fluxSuspended(obj), nil
+}
+
+// PinsTag implements TagPinned: without a values key the version goes in as the chart version,
+// a tag Flux resolves when it reconciles. A chart from an OCI registry is proven by the digest
+// Flux records (history ociDigest); the digest behind the tag is checked again at landing too.
+func (h FluxHelmRelease) PinsTag(*unstructured.Unstructured) bool {
+	return h.ValuesKey == ""
 }
 
 func (h FluxHelmRelease) path() []string {
@@ -301,7 +295,7 @@ func (h FluxHelmRelease) Revision(obj *unstructured.Unstructured) string {
 		d, _, _ := unstructured.NestedString(obj.Object, h.path()...)
 		return d
 	}
-	return obj.GetAnnotations()["stagecoach.dev/digest"]
+	return obj.GetAnnotations()[DigestAnnotation]
 }
 
 // SetRevision implements Applier.
@@ -316,7 +310,7 @@ func (h FluxHelmRelease) SetRevision(obj *unstructured.Unstructured, v Version, 
 		if a == nil {
 			a = map[string]string{}
 		}
-		a["stagecoach.dev/digest"] = v.Digest
+		a[DigestAnnotation] = v.Digest
 		obj.SetAnnotations(a)
 	}
 	if err := unstructured.SetNestedField(obj.Object, value, h.path()...); err != nil {
@@ -336,11 +330,20 @@ func (h FluxHelmRelease) Observe(obj *unstructured.Unstructured, digest string) 
 		status, _ := latest["status"].(string)
 		chartVersion, _ := latest["chartVersion"].(string)
 		evidence = fmt.Sprintf("release %v %s, chart %s", latest["version"], status, chartVersion)
+		ociDigest, _ := latest["ociDigest"].(string)
+		if ociDigest != "" {
+			evidence += ", OCI digest " + ociDigest
+		}
 		switch {
 		case status != "deployed":
 			unproven = fmt.Sprintf("%s: newest release is %s, not deployed", describeKind(obj), status)
 		case h.ValuesKey == "" && chartVersion != h.chartVersion(obj):
 			unproven = fmt.Sprintf("%s: newest release runs chart %s, not %s", describeKind(obj), chartVersion, h.chartVersion(obj))
+		case h.ValuesKey == "" && ociDigest != "" && ociDigest != digest:
+			// Flux pulled another chart under the same version: a re-pushed tag.
+			return Observation{Phase: Failed, Reason: stagecoachv1.ReasonTagMoved, Message: fmt.Sprintf(
+				"%s: newest release runs chart %s at OCI digest %s, not the verified %s: the version was pushed again",
+				describeKind(obj), chartVersion, ociDigest, digest)}
 		default:
 			unproven = ""
 		}

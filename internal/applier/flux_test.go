@@ -41,12 +41,9 @@ func TestFluxValidate(t *testing.T) {
 			wantReason: "ApplierSuspended", wantMsg: "Kustomization 'dev/payments' is suspended, so it applies nothing: set spec.suspend to false"},
 		{name: "suspended HelmRelease", applier: FluxHelmRelease{}, kind: "HelmRelease", y: `{spec: {suspend: true}}`, wantReason: "ApplierSuspended"},
 		{name: "suspended OCIRepository", applier: FluxOCIRepository{}, kind: "OCIRepository", y: `{spec: {suspend: true}}`, wantReason: "ApplierSuspended"},
-		{name: "HelmRelease by chart version while signatures are verified", applier: FluxHelmRelease{Verified: true}, kind: "HelmRelease",
-			y: `{spec: {chart: {spec: {chart: payments, version: 1.0.0}}}}`, wantReason: "ApplierTagOnly",
-			wantMsg: "HelmRelease 'dev/payments' takes the version as a chart version (a tag Flux resolves later), so a re-pushed tag would run an unverified chart: set spec.applyRef.valuesKey"},
-		{name: "HelmRelease by values key while signatures are verified", applier: FluxHelmRelease{Verified: true, ValuesKey: "image.digest"}, kind: "HelmRelease",
+		{name: "HelmRelease by values key", applier: FluxHelmRelease{ValuesKey: "image.digest"}, kind: "HelmRelease",
 			y: `{spec: {chart: {spec: {chart: payments, version: 1.0.0}}}}`},
-		{name: "HelmRelease by chart version, nothing verified", applier: FluxHelmRelease{}, kind: "HelmRelease",
+		{name: "HelmRelease by chart version (checked again at landing: TagPinned)", applier: FluxHelmRelease{}, kind: "HelmRelease",
 			y: `{spec: {chart: {spec: {chart: payments, version: 1.0.0}}}}`},
 		{name: "Kustomization image entry missing", applier: FluxKustomization{Image: "app"}, kind: "Kustomization", y: `{spec: {images: [{name: other}]}}`,
 			wantReason: "ApplierUnreadable", wantMsg: `has no spec.images entry named "app"`},
@@ -54,7 +51,11 @@ func TestFluxValidate(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			blocking, _ := tc.applier.Validate(fluxObj(t, tc.kind, 1, tc.y))
+			obj := fluxObj(t, tc.kind, 1, tc.y)
+			blocking, unmediated := tc.applier.Validate(obj)
+			fromCache, unmediatedFromCache := tc.applier.Validate(cached(t, obj))
+			g.Expect(fromCache).To(Equal(blocking), "read from the cache")
+			g.Expect(unmediatedFromCache).To(Equal(unmediated), "read from the cache")
 			if tc.wantReason == "" {
 				g.Expect(blocking).To(BeNil())
 				return
@@ -90,6 +91,10 @@ func TestFluxSetRevision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			obj := fluxObj(t, tc.kind, 1, tc.y)
+			g.Expect(tc.applier.Revision(cached(t, obj))).To(Equal(tc.applier.Revision(obj)))
+			expectSameWrite(t, g, obj, func(u *unstructured.Unstructured) error {
+				return tc.applier.SetRevision(u, Version{Digest: d2, Tag: "v2.0.0"}, now)
+			})
 			g.Expect(tc.applier.SetRevision(obj, Version{Digest: d2, Tag: "v2.0.0"}, now)).To(Succeed())
 			got, _, _ := unstructured.NestedFieldCopy(obj.Object, tc.path...)
 			g.Expect(got).To(Equal(tc.want))
@@ -165,12 +170,20 @@ func TestFluxObserve(t *testing.T) {
 		{name: "HelmRelease chart version not yet released", applier: FluxHelmRelease{}, kind: "HelmRelease",
 			y:         `{metadata: {annotations: {stagecoach.dev/digest: "` + d2 + `"}}, spec: {chart: {spec: {version: 2.0.0}}}, status: {observedGeneration: 2, history: [{version: 2, status: deployed, chartVersion: 1.0.0}], conditions: [` + ready("True", "UpgradeSucceeded", 2) + `]}}`,
 			wantPhase: Progressing, wantReason: "WaitingForRevision"},
+		{name: "HelmRelease chart from an OCI registry at the verified digest", applier: FluxHelmRelease{}, kind: "HelmRelease",
+			y:         `{metadata: {annotations: {stagecoach.dev/digest: "` + d2 + `"}}, spec: {chart: {spec: {version: 2.0.0}}}, status: {observedGeneration: 2, history: [{version: 3, status: deployed, chartVersion: 2.0.0, ociDigest: "` + d2 + `"}], conditions: [` + ready("True", "UpgradeSucceeded", 2) + `]}}`,
+			wantPhase: Landed},
+		{name: "HelmRelease chart version pushed again: Flux pulled another digest", applier: FluxHelmRelease{}, kind: "HelmRelease",
+			y:         `{metadata: {annotations: {stagecoach.dev/digest: "` + d2 + `"}}, spec: {chart: {spec: {version: 2.0.0}}}, status: {observedGeneration: 2, history: [{version: 3, status: deployed, chartVersion: 2.0.0, ociDigest: "` + d1 + `"}], conditions: [` + ready("True", "UpgradeSucceeded", 2) + `]}}`,
+			wantPhase: Failed, wantReason: "TagMoved"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			obs := tc.applier.Observe(fluxObj(t, tc.kind, 2, tc.y), d2)
+			obj := fluxObj(t, tc.kind, 2, tc.y)
+			obs := tc.applier.Observe(obj, d2)
 			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			g.Expect(tc.applier.Observe(cached(t, obj), d2)).To(Equal(obs), "read from the cache")
 			if tc.wantReason != "" {
 				g.Expect(obs.Reason).To(Equal(tc.wantReason), obs.Message)
 			}
@@ -232,6 +245,9 @@ func TestFluxOCIRepositoryThroughKustomization(t *testing.T) {
 			obs := a.Observe(fluxObj(t, "OCIRepository", 2, r), d2)
 			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
 			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
+			// Both objects read from the cache of appliers (checkThrough reads the Kustomization).
+			fromCache := FluxOCIRepository{Kustomization: cached(t, a.Kustomization)}
+			g.Expect(fromCache.Observe(cached(t, fluxObj(t, "OCIRepository", 2, r)), d2)).To(Equal(obs), "read from the cache")
 		})
 	}
 }

@@ -39,7 +39,19 @@ func condition(status string) []any {
 	return []any{map[string]any{"type": "ReconcileSucceeded", "status": status}}
 }
 
-func TestObserveCompletion(t *testing.T) {
+// completionCase is one object and rules, and what ObserveCompletion says of them.
+type completionCase struct {
+	name    string
+	rules   *stagecoachv1.CompletionRules
+	obj     *unstructured.Unstructured
+	phase   Phase
+	reason  string
+	message string
+}
+
+// completionCases are TestObserveCompletion's cases; TestObserveCompletionThroughTheCache reads
+// each object as the controller does, on every kind.
+func completionCases() []completionCase {
 	succeeded := &stagecoachv1.FieldMatch{Key: succeededKey, Value: "True"}
 	failed := &stagecoachv1.FieldMatch{Key: succeededKey, Value: "False"}
 	completion := func(s, f *stagecoachv1.FieldMatch) *stagecoachv1.CompletionRules {
@@ -48,14 +60,10 @@ func TestObserveCompletion(t *testing.T) {
 	matches := &stagecoachv1.CompletionRules{ObservedMatches: []stagecoachv1.ObservedMatch{
 		{Input: "spec.replicas", Output: "status.readyReplicas"}, {Input: "spec.image", Output: "status.image"}}}
 	notMet := "Resource 'deployer' is waiting for the specified condition of observedCompletion."
-	for _, tc := range []struct {
-		name    string
-		rules   *stagecoachv1.CompletionRules
-		obj     *unstructured.Unstructured
-		phase   Phase
-		reason  string
-		message string
-	}{
+	// A status field no built-in observer reads (Argo CD's summary), and a label.
+	summary := &stagecoachv1.CompletionRules{ObservedMatches: []stagecoachv1.ObservedMatch{
+		{Input: "spec.image", Output: "status.summary.images.0"}, {Input: "metadata.labels.app", Output: "status.app"}}}
+	return []completionCase{
 		{name: "succeeded at the observed generation", rules: completion(succeeded, failed),
 			obj: widget(2, map[string]any{"observedGeneration": int64(2), "conditions": condition("True")}), phase: Landed, reason: "Landed"},
 		{name: "generation not observed yet", rules: completion(succeeded, failed),
@@ -94,7 +102,23 @@ func TestObserveCompletion(t *testing.T) {
 			}(), phase: Progressing, reason: "ConditionNotMet", message: "spec.image"},
 		{name: "observedMatches with an absent output", rules: matches, obj: widget(1, map[string]any{"image": "x"}),
 			phase: Progressing, reason: "ConditionNotMet"},
-	} {
+		{name: "observedMatches on a status field no built-in observer reads", rules: summary,
+			obj: func() *unstructured.Unstructured {
+				o := widget(1, map[string]any{"app": "shop", "summary": map[string]any{"images": []any{"registry.example/shop@" + genericDigest}}})
+				o.SetLabels(map[string]string{"app": "shop"})
+				return o
+			}(), phase: Landed, reason: "Landed"},
+		{name: "observedMatches on a status field no built-in observer reads, not there yet", rules: summary,
+			obj: func() *unstructured.Unstructured {
+				o := widget(1, map[string]any{"app": "shop"})
+				o.SetLabels(map[string]string{"app": "shop"})
+				return o
+			}(), phase: Progressing, reason: "ConditionNotMet", message: `status.summary.images.0 ("")`},
+	}
+}
+
+func TestObserveCompletion(t *testing.T) {
+	for _, tc := range completionCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			obs := ObserveCompletion("deployer", tc.rules, tc.obj)

@@ -1,10 +1,13 @@
 package applier
 
 import (
+	"strings"
 	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 // LastAppliedAnnotation is kubectl's copy of the last applied object: often the largest field of
@@ -17,15 +20,18 @@ type keep map[string]keep
 // applicationStatusRead is every field of an Argo CD Application's status that Observe and the
 // wave observer read (ArgoCDApplication.Observe, waves.ObserveTarget). The rest of the status
 // (resources, history, summary, conditions, sync results per resource) can be much larger than
-// the object's spec and is never read: a cache keeps only this.
+// the object's spec: a cache keeps only this. A Stage's completion rules that read more read the
+// Application live (SlimKeeps).
+// A multi-source Application's lists (revisions, sources) are kept whole: one entry per source.
 var applicationStatusRead = keep{
-	"sync":         {"status": nil, "revision": nil, "comparedTo": {"source": {"plugin": {"env": nil}}}},
+	"sync": {"status": nil, "revision": nil, "revisions": nil,
+		"comparedTo": {"source": {"plugin": {"env": nil}}, "sources": nil}},
 	"health":       {"status": nil, "message": nil},
 	"reconciledAt": nil,
 	"operationState": {
 		"phase": nil, "message": nil, "startedAt": nil, "finishedAt": nil,
-		"operation":  {"sync": {"revision": nil}},
-		"syncResult": {"revision": nil, "source": {"plugin": {"env": nil}}},
+		"operation":  {"sync": {"revision": nil, "revisions": nil}},
+		"syncResult": {"revision": nil, "revisions": nil, "source": {"plugin": {"env": nil}}, "sources": nil},
 	},
 }
 
@@ -58,6 +64,85 @@ func Slim(obj any) (any, error) {
 	}
 	u.Object = internedObject(u.Object)
 	return u, nil
+}
+
+// SlimKeeps reports whether Slim keeps, on an object of kind gk, every field the completion rules
+// read (with observedCompletion, status.observedGeneration and metadata.generation too), so that
+// the rules may read the cached object. A rule path reads within the value its plain dotted
+// prefix names (the part before any query, wildcard, modifier, escape or multipath): that value
+// must be kept whole. When it is not, the caller reads the object live for its rules rather
+// than keep more in the cache: a Stage's rules are not known when an object is cached, and
+// thousands of Applications would otherwise keep their whole status.
+func SlimKeeps(gk schema.GroupKind, rules *stagecoachv1.CompletionRules) bool {
+	if rules == nil {
+		return true
+	}
+	var paths []string
+	if oc := rules.ObservedCompletion; oc != nil {
+		paths = append(paths, "status.observedGeneration", "metadata.generation")
+		for _, m := range []*stagecoachv1.FieldMatch{oc.Succeeded, oc.Failed} {
+			if m != nil {
+				paths = append(paths, m.Key)
+			}
+		}
+	}
+	for _, m := range rules.ObservedMatches {
+		paths = append(paths, m.Input, m.Output)
+	}
+	for _, p := range paths {
+		if !keptWhole(gk, plainPrefix(p)) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainPrefix is the keys a gjson path names before its first token with gjson syntax in it.
+func plainPrefix(path string) []string {
+	var prefix []string
+	for _, t := range strings.Split(path, ".") {
+		if t == "" || strings.ContainsFunc(t, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '/')
+		}) {
+			break
+		}
+		prefix = append(prefix, t)
+	}
+	return prefix
+}
+
+// keptWhole reports whether the value at the path is the same on Slim's copy, whatever is in it.
+func keptWhole(gk schema.GroupKind, path []string) bool {
+	if len(path) == 0 {
+		return false // the whole object
+	}
+	switch path[0] {
+	case "metadata":
+		switch {
+		case len(path) == 1, path[1] == "managedFields":
+			return false
+		case path[1] == "annotations":
+			// One annotation, by a plain key: never the last-applied one, whose key has dots.
+			return len(path) > 2
+		}
+	case "status":
+		if gk != applicationGroupKind {
+			return true
+		}
+		tree := applicationStatusRead
+		for _, key := range path[1:] {
+			sub, ok := tree[key]
+			switch {
+			case !ok:
+				return false
+			case sub == nil:
+				return true
+			}
+			tree = sub
+		}
+		return false // a map the slim cuts
+	}
+	return true
 }
 
 // ownMetadata are the metadata fields whose values no other object shares: interning them would

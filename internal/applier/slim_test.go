@@ -8,7 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 func object(t *testing.T, y string) *unstructured.Unstructured {
@@ -131,4 +135,145 @@ func TestSlimInterns(t *testing.T) {
 	g.Expect(revision(a)).To(Equal(d2))
 	g.Expect(unsafe.StringData(revision(a))).To(Equal(unsafe.StringData(revision(b))), "the digest is held once")
 	g.Expect(unsafe.StringData(key(a))).To(Equal(unsafe.StringData(key(b))), "the key is held once")
+}
+
+// withUnread is obj as the API server would hold it beside what Stagecoach reads: given its
+// built-in kind's group (when it has one), with managedFields, kubectl's copy and, for an
+// Application, the status Argo CD writes and no built-in observer reads. obj is not changed.
+func withUnread(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	u := obj.DeepCopy()
+	if b, ok := stagecoachv1.LookupBuiltinApplier(u.GetKind()); ok {
+		u.SetAPIVersion(b.GroupVersion().String())
+	}
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}})
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[lastAppliedAnnotation] = `{"kind":"` + u.GetKind() + `"}`
+	u.SetAnnotations(annotations)
+	if u.GroupVersionKind().GroupKind() == applicationGroupKind {
+		for field, v := range map[string]any{
+			"resources":  []any{map[string]any{"kind": "ConfigMap", "name": "payments", "status": "Synced"}},
+			"history":    []any{map[string]any{"id": int64(1), "revision": d1}},
+			"conditions": []any{map[string]any{"type": "SyncError", "message": "old"}},
+			"summary":    map[string]any{"images": []any{"r/p@" + d1}},
+		} {
+			if _, set, _ := unstructured.NestedFieldNoCopy(u.Object, "status", field); !set {
+				if err := unstructured.SetNestedField(u.Object, v, "status", field); err != nil {
+					t.Fatalf("bad fixture: %v", err)
+				}
+			}
+		}
+	}
+	return u
+}
+
+// cached is obj as the cache of appliers holds it: withUnread, through Slim, with obj's own
+// apiVersion back (which no reader reads), so that readers' answers compare with obj's.
+func cached(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	out, err := Slim(withUnread(t, obj))
+	if err != nil {
+		t.Fatalf("Slim: %v", err)
+	}
+	u := out.(*unstructured.Unstructured)
+	u.SetAPIVersion(obj.GetAPIVersion())
+	return u
+}
+
+// expectSameWrite expects change, made to obj as the cache holds it, to send the patch the
+// controller would send had it made change to obj as the API server holds it (client.MergeFrom,
+// as the controller writes): a field the slim drops is one no write touches.
+func expectSameWrite(t *testing.T, g Gomega, obj *unstructured.Unstructured, change func(*unstructured.Unstructured) error) {
+	t.Helper()
+	patch := func(u *unstructured.Unstructured) string {
+		before := u.DeepCopy()
+		g.Expect(change(u)).To(Succeed())
+		data, err := client.MergeFrom(before).Data(u)
+		g.Expect(err).NotTo(HaveOccurred())
+		return string(data)
+	}
+	live := withUnread(t, obj)
+	live.SetAPIVersion(obj.GetAPIVersion())
+	g.Expect(patch(cached(t, obj))).To(Equal(patch(live)))
+}
+
+func TestSlimKeeps(t *testing.T) {
+	app := schema.GroupKind{Group: "argoproj.io", Kind: "Application"}
+	kustomization := schema.GroupKind{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization"}
+	widget := schema.GroupKind{Group: "example.dev", Kind: "Widget"}
+	matches := func(paths ...string) *stagecoachv1.CompletionRules {
+		r := &stagecoachv1.CompletionRules{}
+		for _, p := range paths {
+			r.ObservedMatches = append(r.ObservedMatches, stagecoachv1.ObservedMatch{Input: "spec.image", Output: p})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		gk    schema.GroupKind
+		rules *stagecoachv1.CompletionRules
+		want  bool
+	}{
+		{name: "no rules", gk: app, want: true},
+		{name: "an Application's summary is cut", gk: app, rules: matches("status.summary.images.0")},
+		{name: "an Application's health is kept", gk: app, rules: matches("status.health.status", "status.sync.revision"), want: true},
+		{name: "an Application's plugin env is kept whole", gk: app, rules: matches("status.sync.comparedTo.source.plugin.env.0.value"), want: true},
+		{name: "an Application's cut map read whole", gk: app, rules: matches("status.operationState.syncResult")},
+		{name: "an Application's whole status", gk: app, rules: matches("status")},
+		{name: "one rule of two reads what is cut", gk: app, rules: matches("status.health.status", "status.conditions.0.type")},
+		{name: "observedCompletion reads status.observedGeneration, which an Application's slim cuts", gk: app,
+			rules: &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
+				Succeeded: &stagecoachv1.FieldMatch{Key: "status.health.status", Value: "Healthy"}}}},
+		{name: "observedCompletion on a Kustomization", gk: kustomization, want: true,
+			rules: &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
+				Succeeded: &stagecoachv1.FieldMatch{Key: "status.lastAppliedRevision", Value: "x"}}}},
+		{name: "another kind's status is whole", gk: widget, rules: matches("status.summary.images.0", "status"), want: true},
+		{name: "a query reads within the list it names", gk: widget, rules: matches(succeededKey), want: true},
+		{name: "a query on an Application's list the slim cuts", gk: app, rules: matches(succeededKey)},
+		{name: "a query on an Application's list the slim keeps", gk: app, want: true,
+			rules: matches(`status.sync.comparedTo.source.plugin.env.#(name=="STAGECOACH_DIGEST").value`)},
+		{name: "a wildcard within another kind's status", gk: widget, rules: matches("status.*"), want: true},
+		{name: "a wildcard within an Application's status", gk: app, rules: matches("status.*")},
+		{name: "a wildcard over the object", gk: widget, rules: matches("sta*.x")},
+		{name: "a modifier over the object", gk: widget, rules: matches("@this")},
+		{name: "a multipath over the object", gk: widget, rules: matches("{status.x,spec.y}")},
+		{name: "an escaped key may be kubectl's copy", gk: widget, rules: matches(`metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration`)},
+		{name: "managedFields are cut", gk: widget, rules: matches("metadata.managedFields.0.manager")},
+		{name: "the annotations read whole", gk: widget, rules: matches("metadata.annotations")},
+		{name: "one annotation", gk: widget, rules: matches("metadata.annotations.digest", "metadata.labels.app", "metadata.generation"), want: true},
+		{name: "an empty path", gk: widget, rules: matches("")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(SlimKeeps(tc.gk, tc.rules)).To(Equal(tc.want))
+		})
+	}
+}
+
+// Every TestObserveCompletion case, on every kind, read as the controller reads it for its
+// rules: from the cache (through Slim) when SlimKeeps says the rules read only what the slim
+// keeps, live otherwise. The rules must say what they say of the whole object.
+func TestObserveCompletionThroughTheCache(t *testing.T) {
+	kinds := []schema.GroupVersionKind{{Group: "example.dev", Version: "v1", Kind: "Widget"}}
+	for _, b := range stagecoachv1.BuiltinAppliers() {
+		kinds = append(kinds, b.GroupVersionKind)
+	}
+	for _, tc := range completionCases() {
+		for _, gvk := range kinds {
+			t.Run(tc.name+"/"+gvk.Kind, func(t *testing.T) {
+				g := NewWithT(t)
+				obj := tc.obj.DeepCopy()
+				obj.SetGroupVersionKind(gvk)
+				live := withUnread(t, obj)
+				want := ObserveCompletion("deployer", tc.rules, live)
+				read := live
+				if SlimKeeps(gvk.GroupKind(), tc.rules) {
+					read = cached(t, obj)
+				}
+				g.Expect(ObserveCompletion("deployer", tc.rules, read)).To(Equal(want))
+			})
+		}
+	}
 }

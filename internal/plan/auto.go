@@ -158,6 +158,14 @@ func BlocksEnd(blocks []stagecoachv1.GateBlock, now time.Time) time.Duration {
 	return soonest
 }
 
+// Soonest is the smaller of two requeue delays, where 0 means none.
+func Soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
 // SourceUnreadable is the block of a candidate whose source cannot be used at all (the registry
 // does not answer, refuses the credentials, or has no such repository; the upstream Stage is
 // missing; the source kind is not built; the verification keys cannot be read): the Stage then

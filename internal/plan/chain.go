@@ -40,6 +40,28 @@ type GateInputs struct {
 	// Published is what a follower's upstream records, read afresh, say of Digest; needed when
 	// the Stage follows upstreamRecords (ApplyGates).
 	Published *PublishedVerdict
+	// Checks is the verdict of the checks before apply; gathered only once every other gate of
+	// ApplyGates passes (ChecksDue), as they call out.
+	Checks *ChecksVerdict
+}
+
+// ChecksVerdict is where the checks before apply stand for one promote.
+type ChecksVerdict struct {
+	// Done: every check has a verdict; until then they run.
+	Done bool
+	// Results are the checks' verdicts (GateCheckPrefix + name), once Done.
+	Results []stagecoachv1.GateResult
+}
+
+// Failed joins the messages of the checks that failed ("" when none did).
+func (v *ChecksVerdict) Failed() string {
+	var failures []string
+	for _, r := range v.Results {
+		if !r.Passed {
+			failures = append(failures, r.Message)
+		}
+	}
+	return strings.Join(failures, "; ")
 }
 
 // SignatureVerdict is what the verifier said of a digest: Block is nil when a trusted key signed
@@ -71,6 +93,8 @@ type Gate struct {
 	// Refuses, when set, says why the version is ruled out for good ("" when it is not): the
 	// Promotion then fails instead of waiting (see Refusal).
 	Refuses func(in GateInputs) string
+	// Verdicts, when set and not empty, stand for the gate's one verdict (a verdict per check).
+	Verdicts func(in GateInputs) []stagecoachv1.GateResult
 }
 
 // PromoteGates is the chain a version passes before it is applied, for automation and for a
@@ -91,11 +115,28 @@ var PromoteGates = []Gate{
 }
 
 // ApplyGates is the chain a promote passes when it starts: PromoteGates, then published, which
-// reads a follower's upstream records afresh. Automation's candidate came from those records
+// reads a follower's upstream records afresh, then the checks before apply, which run only once
+// every gate before them passes (ChecksDue). Automation's candidate came from those records
 // already (the follower offers only what they show verified), so status.candidate is judged by
 // PromoteGates alone.
 var ApplyGates = append(slices.Clip(PromoteGates),
-	Gate{Name: stagecoachv1.GatePublished, Asks: asksPublished, Decide: decidePublished, Refuses: refusesPublished})
+	Gate{Name: stagecoachv1.GatePublished, Asks: asksPublished, Decide: decidePublished, Refuses: refusesPublished},
+	Gate{Name: stagecoachv1.GateChecks, Asks: asksChecks, Decide: decideChecks, Refuses: refusesChecks, Verdicts: checkVerdicts})
+
+// ChecksDue reports whether the checks before apply should run for a starting promote: the
+// Stage has some and every gate before them passes. They call out (HTTP, plugins), so they are
+// not started for a version another gate still holds or refuses.
+func ChecksDue(in GateInputs) bool {
+	if !asksChecks(in.Stage) {
+		return false
+	}
+	before := ApplyGates[:len(ApplyGates)-1]
+	if Refusal(before, in) != "" {
+		return false
+	}
+	blocks, _ := RunGates(before, in)
+	return len(blocks) == 0
+}
 
 func notMediated(stage *stagecoachv1.Stage) bool {
 	m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
@@ -123,6 +164,12 @@ func RunGates(chain []Gate, in GateInputs) ([]stagecoachv1.GateBlock, []stagecoa
 		}
 		held, passed := g.Decide(in)
 		blocks = append(blocks, held...)
+		if g.Verdicts != nil {
+			if own := g.Verdicts(in); len(own) > 0 {
+				results = append(results, own...)
+				continue
+			}
+		}
 		if len(held) == 0 {
 			results = append(results, stagecoachv1.GateResult{Gate: g.Name, Passed: true, Message: passed})
 			continue
@@ -248,6 +295,42 @@ func refusesPublished(in GateInputs) string {
 		return v.Block.Reason + ": " + v.Block.Message
 	}
 	return ""
+}
+
+func asksChecks(stage *stagecoachv1.Stage) bool {
+	return len(stage.GetPreApplyChecks()) > 0
+}
+
+func decideChecks(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	v := in.Checks
+	if v == nil || !v.Done {
+		names := make([]string, 0, len(in.Stage.GetPreApplyChecks()))
+		for _, c := range in.Stage.GetPreApplyChecks() {
+			names = append(names, c.Name)
+		}
+		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateChecks, Reason: stagecoachv1.ReasonChecksRunning,
+			Message: "running the checks before apply (" + strings.Join(names, ", ") + ")"}}, ""
+	}
+	if failed := v.Failed(); failed != "" {
+		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateChecks, Reason: stagecoachv1.ReasonCheckFailed, Message: failed}}, ""
+	}
+	return nil, "every check before apply passed"
+}
+
+// refusesChecks: a check that failed before apply fails the Promotion (its verdict is final for
+// this run; a new Promotion runs the checks again).
+func refusesChecks(in GateInputs) string {
+	if v := in.Checks; v != nil && v.Done {
+		return v.Failed()
+	}
+	return ""
+}
+
+func checkVerdicts(in GateInputs) []stagecoachv1.GateResult {
+	if v := in.Checks; v != nil && v.Done {
+		return v.Results
+	}
+	return nil
 }
 
 func asList(b *stagecoachv1.GateBlock) []stagecoachv1.GateBlock {

@@ -389,12 +389,81 @@ func TestPublishedGate(t *testing.T) {
 	}
 }
 
-// The published gate comes last: a Promotion's status.gates list it after the others.
-func TestApplyGatesEndWithPublished(t *testing.T) {
+// The published gate and the checks before apply come last, in that order: a Promotion's
+// status.gates list them after the others.
+func TestApplyGatesEndWithPublishedThenChecks(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(ApplyGates).To(HaveLen(len(PromoteGates) + 1))
+	g.Expect(ApplyGates).To(HaveLen(len(PromoteGates) + 2))
 	for i, gate := range PromoteGates {
 		g.Expect(ApplyGates[i].Name).To(Equal(gate.Name))
 	}
-	g.Expect(ApplyGates[len(ApplyGates)-1].Name).To(Equal(stagecoachv1.GatePublished))
+	g.Expect(ApplyGates[len(ApplyGates)-2].Name).To(Equal(stagecoachv1.GatePublished))
+	g.Expect(ApplyGates[len(ApplyGates)-1].Name).To(Equal(stagecoachv1.GateChecks))
+}
+
+// The checks before apply are the last gate of a starting promote: due only once every other
+// gate passes, holding while they run, a verdict per check, and a failed check refuses the
+// version (the Promotion fails).
+func TestChecksGate(t *testing.T) {
+	checks := []stagecoachv1.Check{{Name: "smoke"}, {Name: "db"}}
+	withChecks := func(policy stagecoachv1.PromotionPolicy) *stagecoachv1.Stage {
+		policy.Checks = checks
+		return &stagecoachv1.Stage{Spec: stagecoachv1.StageSpec{Promotion: &policy}}
+	}
+	plain := withChecks(stagecoachv1.PromotionPolicy{})
+	approved := withChecks(stagecoachv1.PromotionPolicy{Approvals: &stagecoachv1.ApprovalPolicy{Required: 1, Groups: []string{"release"}}})
+	running := stagecoachv1.GateBlock{Gate: stagecoachv1.GateChecks, Reason: stagecoachv1.ReasonChecksRunning,
+		Message: "running the checks before apply (smoke, db)"}
+	smokePassed := stagecoachv1.GateResult{Gate: "check/smoke", Passed: true, Message: "200 OK"}
+	dbPassed := stagecoachv1.GateResult{Gate: "check/db", Passed: true, Message: "migrated"}
+	dbFailed := stagecoachv1.GateResult{Gate: "check/db", Message: "db: schema 41 < 42"}
+	for _, tc := range []struct {
+		name    string
+		stage   *stagecoachv1.Stage
+		checks  *ChecksVerdict
+		due     bool
+		blocks  []stagecoachv1.GateBlock
+		results []stagecoachv1.GateResult
+		refused string
+	}{
+		{name: "no checks: not asked", stage: &stagecoachv1.Stage{}},
+		{name: "another gate holds: the checks are not due", stage: approved,
+			blocks:  []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateApprovals}, running},
+			results: []stagecoachv1.GateResult{{Gate: stagecoachv1.GateApprovals}, {Gate: stagecoachv1.GateChecks, Message: running.Message}}},
+		{name: "due and not started: held while they run", stage: plain, due: true,
+			blocks: []stagecoachv1.GateBlock{running}, results: []stagecoachv1.GateResult{{Gate: stagecoachv1.GateChecks, Message: running.Message}}},
+		{name: "still running: held", stage: plain, due: true, checks: &ChecksVerdict{},
+			blocks: []stagecoachv1.GateBlock{running}, results: []stagecoachv1.GateResult{{Gate: stagecoachv1.GateChecks, Message: running.Message}}},
+		{name: "every check passed: a verdict per check", stage: plain, due: true,
+			checks:  &ChecksVerdict{Done: true, Results: []stagecoachv1.GateResult{smokePassed, dbPassed}},
+			results: []stagecoachv1.GateResult{smokePassed, dbPassed}},
+		{name: "a check failed: refused, naming it", stage: plain, due: true,
+			checks:  &ChecksVerdict{Done: true, Results: []stagecoachv1.GateResult{smokePassed, dbFailed}},
+			blocks:  []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateChecks, Reason: stagecoachv1.ReasonCheckFailed, Message: dbFailed.Message}},
+			results: []stagecoachv1.GateResult{smokePassed, dbFailed}, refused: dbFailed.Message},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := GateInputs{Stage: tc.stage, Digest: d2, Now: t0, Checks: tc.checks}
+			g.Expect(ChecksDue(in)).To(Equal(tc.due))
+			blocks, results := RunGates(ApplyGates, in)
+			// Only the gate names and reasons matter for the gates before the checks.
+			for i := range blocks {
+				if blocks[i].Gate != stagecoachv1.GateChecks {
+					blocks[i] = stagecoachv1.GateBlock{Gate: blocks[i].Gate}
+				}
+			}
+			for i := range results {
+				if results[i].Gate == stagecoachv1.GateApprovals {
+					results[i] = stagecoachv1.GateResult{Gate: results[i].Gate}
+				}
+			}
+			g.Expect(blocks).To(Equal(tc.blocks))
+			g.Expect(results).To(Equal(tc.results))
+			g.Expect(Refusal(ApplyGates, in)).To(Equal(tc.refused))
+			// Automation's chain leaves them out: they run when a promote starts.
+			_, results = RunGates(PromoteGates, in)
+			g.Expect(results).NotTo(ContainElement(HaveField("Gate", stagecoachv1.GateChecks)))
+		})
+	}
 }

@@ -47,6 +47,11 @@ const (
 	annotationSignature = "dev.stagecoach.record.signature"
 	// AnnotationKeyID names the key that signed (verify.KeyID); a hint for people, never trusted.
 	annotationKeyID = "dev.stagecoach.record.key-id"
+	// AnnotationBundle is a keyless signature of the record bytes instead: base64 of the Sigstore
+	// bundle `cosign sign-blob --bundle` writes (certificate, log entry, timestamp), for trust
+	// entries of CI identities (matchOIDCIdentity). Like the signature, it signs the layer, not
+	// the manifest.
+	annotationBundle = "dev.stagecoach.record.bundle"
 	// AnnotationStream and AnnotationSeq repeat the record's stream and seq for people browsing a
 	// registry; readers trust only the signed record.
 	annotationStream = "dev.stagecoach.record.stream"
@@ -175,7 +180,9 @@ type artifact struct {
 	Manifest string // manifest digest
 	Bytes    []byte // record bytes, digest-checked
 	Sig      []byte
-	KeyHint  string
+	// Bundle is a keyless Sigstore bundle over Bytes (nil when the record carries none).
+	Bundle  []byte
+	KeyHint string
 	// Problem says why the artifact is not a well-formed record artifact (empty when it is).
 	Problem string
 }
@@ -242,8 +249,16 @@ func (s *Store) fetch(ctx context.Context, tag string) (*artifact, error) {
 	}
 	a.Bytes = b
 	a.KeyHint = m.Annotations[annotationKeyID]
+	if b64, ok := m.Annotations[annotationBundle]; ok {
+		if bundle, err := base64.StdEncoding.DecodeString(b64); err == nil && len(bundle) > 0 {
+			a.Bundle = bundle
+		}
+	}
 	sig, err := base64.StdEncoding.DecodeString(m.Annotations[annotationSignature])
 	if err != nil || len(sig) == 0 {
+		if a.Bundle != nil {
+			return a, nil // signed keyless only
+		}
 		a.Problem = "record has no signature annotation " + annotationSignature
 		return a, nil
 	}

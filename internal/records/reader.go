@@ -390,7 +390,18 @@ func verifyArtifact(tc *trust.Config, repository, stream string, seq int64, a *a
 	if a.Problem != "" {
 		return nil, digest, "", a.Problem
 	}
-	key, ok := tc.Verify(repository, stream, a.Bytes, a.Sig)
+	key, ok := "", false
+	if a.Sig != nil {
+		key, ok = tc.Verify(repository, stream, a.Bytes, a.Sig)
+	}
+	if !ok && a.Bundle != nil {
+		// Signed keyless: a trust entry of CI identities must vouch for the bundle.
+		name, _, err := tc.VerifyBundle(repository, stream, a.Bytes, a.Bundle)
+		if err != nil {
+			return nil, digest, "", "no trusted key or keyless identity bound to the stream verifies its signature (keyless bundle: " + err.Error() + ")"
+		}
+		key, ok = name, true
+	}
 	if !ok {
 		hint := ""
 		if a.KeyHint != "" {

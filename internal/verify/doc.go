@@ -24,6 +24,9 @@
 //	// !verdict.Verified: verdict.Reason is SignatureMissing, SignatureInvalid or ImageNotFound.
 //	// verdict.Signer: who signed keyless (issuer, subject, workflow, ref).
 //
+// BlobVerifier checks the same keyless trust over bytes that are not images (a Sigstore bundle
+// as `cosign sign-blob --bundle` writes it): Stagecoach's signed records use it.
+//
 // Verdicts are cached per repository, digest and trust (the key set, the identity set and the
 // trusted root's content): verified ones until evicted, missing or invalid ones for NegativeTTL
 // or until the registry source lists the repository again (Cache.ForgetUnsigned), errors never.

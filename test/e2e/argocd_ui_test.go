@@ -40,7 +40,9 @@ import (
 // needs argo-ui at a GitHub commit (f941b0a3), and the only argo-ui on npm (1.0.0) is the old
 // React 16 line, without argo-ui/v2, src/styles/theme.scss, src/components/form/compat.tsx or the
 // Form/Text/ReactForm exports (its production build stops at 46 webpack errors; see
-// localstack/build/argocd-ui/build.sh). So the page is
+// localstack/build/argocd-ui/build.sh). With an argo-ui checkout, `make argocd-ui` builds it and
+// TestPromotionTabInArgoCDWebUI (argocd_webui_test.go) drives the tab there; this test needs
+// neither and always runs. So the page is
 // the extension's harness (ui-extension/test/harness.html: React 19 globals as Argo CD provides
 // them and a minimal window.extensionsAPI), served same-origin by argocd-server from its
 // --staticassets directory, with the bundle loaded from /extensions.js. The harness renders the
@@ -178,8 +180,16 @@ func screenshot(t *testing.T, b context.Context, url, name string) {
 	g.Expect(os.WriteFile(filepath.Join(screenshotDir, name), png, 0o644)).To(Succeed())
 }
 
-// browser starts Debian's chromium (or $CHROMIUM) headless for one test.
+// browser starts Debian's chromium (or $CHROMIUM) headless for one test, its actions bounded to
+// 3 minutes in all.
 func browser(t *testing.T) context.Context {
+	t.Helper()
+	return startBrowser(t, 3*time.Minute)
+}
+
+// startBrowser starts Debian's chromium (or $CHROMIUM) headless at 1280×900; every action of the
+// context it returns ends within timeout of the start.
+func startBrowser(t *testing.T, timeout time.Duration) context.Context {
 	t.Helper()
 	exe := os.Getenv("CHROMIUM")
 	if exe == "" {
@@ -198,7 +208,7 @@ func browser(t *testing.T) context.Context {
 		t.Fatalf("failed to start %s: %v", exe, err)
 	}
 	// Bounds every action of the test, not the browser's start.
-	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	t.Cleanup(cancelTimeout)
 	return ctx
 }

@@ -7,7 +7,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
 )
 
 // One service, two environments on the real engines: dev is applied by a Flux OCIRepository and
@@ -71,4 +73,47 @@ func TestOCIPipelineFluxDevArgoCDProd(t *testing.T) {
 	g.Expect(localstack.Field(app, "status", "sync", "revision")).To(Equal(v1))
 	g.Expect(localstack.Field(app, "status", "operationState", "syncResult", "revision")).To(Equal(v1))
 	g.Expect(localstack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
+}
+
+// The demo pipeline's Keyless lane (issue 31), on the real Flux: a service's dev Stage trusts a CI
+// identity, not a key file — its release workflow at any tag, certified by a Sigstore in memory
+// whose trusted root a Secret holds (verify.trustedRoot.secretRef). It takes the release that
+// workflow signed keyless, saying who signed, and skips one another workflow of the same
+// repository signed, naming that identity; no Promotion of it exists.
+func TestKeylessStageTrustsACIIdentity(t *testing.T) {
+	sc := env.Scenario(t)
+	g := sc.G
+	ctx := sc.Ctx()
+	keyless, err := pipeline.SetupKeyless(ctx, sc.Stack, sc.NS, pipeline.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	stage := keyless.Stages[pipeline.Keyless]
+	pushed := time.Now()
+	trusted := keyless.KeylessIdentity("v1.0.0")
+	kv1, err := keyless.PushKeyless(ctx, "v1.0.0", trusted)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	tl := sc.WaitVerified(stage, kv1, pushed)
+	promotions, err := keyless.Promotions(ctx, pipeline.Keyless)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(promotions).To(ContainElement(And(HaveField("Spec.Version.Digest", kv1),
+		HaveField("Status.Gates", ContainElement(And(HaveField("Gate", "signature"), HaveField("Passed", true),
+			HaveField("Message", And(ContainSubstring("signed keyless by subject %q", trusted.Subject), ContainSubstring("ref refs/tags/v1.0.0")))))))))
+	g.Eventually(func(g Gomega) {
+		g.Expect(sc.ConfigMapData(g, keyless.Targets[pipeline.Keyless], keyless.KeylessService)).To(HaveKeyWithValue("version", "v1.0.0"))
+	}, localstack.WaitTimeout, time.Second).Should(Succeed())
+	report("%s (keyless: trusts %s's release workflow)", tl, pipeline.KeylessOrg+"/"+keyless.KeylessService)
+
+	// The nightly workflow of the same repository is not the release workflow.
+	nightly := verifytest.GitHubActions(pipeline.KeylessOrg+"/"+keyless.KeylessService, "nightly.yml", "refs/heads/main")
+	pushed = time.Now()
+	kv2, err := keyless.PushKeyless(ctx, "v2.0.0", nightly)
+	g.Expect(err).NotTo(HaveOccurred())
+	skipped := waitSkipped(sc, keyless, pipeline.Keyless, kv2)
+	g.Expect(skipped.Reason).To(Equal(stagecoachv1.ReasonSignatureInvalid), skipped.Message)
+	g.Expect(skipped.Message).To(And(ContainSubstring("identity mismatch"), ContainSubstring(nightly.Subject)))
+	report("%-8s skipped v2.0.0 %s after its push: %s", stage, time.Since(pushed).Round(10*time.Millisecond), skipped.Reason)
+	promotions, err = keyless.Promotions(ctx, pipeline.Keyless)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(digests(promotions)).To(Equal([]string{kv1}), "only the release workflow's v1 is promoted")
+	g.Expect(sc.ConfigMapData(g, keyless.Targets[pipeline.Keyless], keyless.KeylessService)).To(HaveKeyWithValue("version", "v1.0.0"))
 }

@@ -5,6 +5,8 @@
 // status.sync.revision at once, while the old version still runs) and removes the refresh
 // annotation; an automated, OutOfSync app gets a sync operation that runs (Running, then
 // Succeeded/Failed/Error with syncResult and finishedAt); health is assessed after, with reconciledAt.
+// A multi-source Application (spec.sources) gets lists instead, one entry per source in spec order:
+// sync.revisions, comparedTo.sources, operation.sync.revisions, syncResult.revisions and sources.
 package fakeargocd
 
 import (
@@ -82,34 +84,92 @@ func (a *App) Update(ctx context.Context, mutate func(app *unstructured.Unstruct
 // Stamp formats a time as Argo CD does.
 func Stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// DesiredRevision is spec.source.targetRevision.
+// DesiredRevision is spec.source.targetRevision (of a multi-source Application: its first
+// source's).
 func DesiredRevision(app *unstructured.Unstructured) string {
+	if sources, multi := multiSource(app); multi {
+		rev, _, _ := unstructured.NestedString(sources[0].(map[string]any), "targetRevision")
+		return rev
+	}
 	rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
 	return rev
 }
 
-// Applied reports whether Stagecoach has written the digest (to targetRevision, or to the plugin
-// env) and asked for a refresh.
+// multiSource returns spec.sources when the Application has them.
+func multiSource(app *unstructured.Unstructured) ([]any, bool) {
+	sources, _, _ := unstructured.NestedSlice(app.Object, "spec", "sources")
+	return sources, len(sources) > 0
+}
+
+// desiredRevisions are the targetRevisions of a multi-source Application's sources, in order.
+func desiredRevisions(sources []any) []any {
+	revs := make([]any, 0, len(sources))
+	for _, s := range sources {
+		rev, _, _ := unstructured.NestedString(s.(map[string]any), "targetRevision")
+		revs = append(revs, rev)
+	}
+	return revs
+}
+
+// revisionFields are what a comparison or a sync result records of the revision: revision, or
+// for a multi-source Application revisions.
+func revisionFields(app *unstructured.Unstructured) map[string]any {
+	if sources, multi := multiSource(app); multi {
+		return map[string]any{"revisions": desiredRevisions(sources)}
+	}
+	return map[string]any{"revision": DesiredRevision(app)}
+}
+
+// Applied reports whether Stagecoach has written the digest (to targetRevision, to the plugin
+// env, or beside a Helm chart's version) and asked for a refresh.
 func Applied(app *unstructured.Unstructured, digest string) bool {
 	if _, ok := app.GetAnnotations()[RefreshAnnotation]; !ok {
 		return false
 	}
-	if env, ok, _ := unstructured.NestedSlice(app.Object, "spec", "source", "plugin", "env"); ok {
-		for _, e := range env {
-			if m, _ := e.(map[string]any); m["name"] == "STAGECOACH_DIGEST" && m["value"] == digest {
+	sources, multi := multiSource(app)
+	if !multi {
+		source, _, _ := unstructured.NestedMap(app.Object, "spec", "source")
+		sources = []any{source}
+	}
+	for _, s := range sources {
+		source, _ := s.(map[string]any)
+		if chart, _ := source["chart"].(string); chart != "" {
+			// A Helm chart is given its version; the digest goes beside it.
+			if app.GetAnnotations()["stagecoach.dev/digest"] == digest {
 				return true
 			}
+			continue
 		}
-		return false
+		if env, ok, _ := unstructured.NestedSlice(source, "plugin", "env"); ok {
+			for _, e := range env {
+				if m, _ := e.(map[string]any); m["name"] == "STAGECOACH_DIGEST" && m["value"] == digest {
+					return true
+				}
+			}
+			continue
+		}
+		if rev, _, _ := unstructured.NestedString(source, "targetRevision"); rev == digest {
+			return true
+		}
 	}
-	return DesiredRevision(app) == digest
+	return false
 }
 
 // comparedTo is what Argo CD records it compared against: the source and the destination.
 func comparedTo(app *unstructured.Unstructured) map[string]any {
-	source, _, _ := unstructured.NestedMap(app.Object, "spec", "source")
 	destination, _, _ := unstructured.NestedMap(app.Object, "spec", "destination")
+	if sources, multi := multiSource(app); multi {
+		return map[string]any{"sources": sources, "destination": destination}
+	}
+	source, _, _ := unstructured.NestedMap(app.Object, "spec", "source")
 	return map[string]any{"source": source, "destination": destination}
+}
+
+// syncStatus is status.sync: a comparison's verdict at the desired revision(s).
+func syncStatus(app *unstructured.Unstructured, status string) map[string]any {
+	out := revisionFields(app)
+	out["status"], out["comparedTo"] = status, comparedTo(app)
+	return out
 }
 
 // Refresh compares: sync.revision moves to the desired revision, sync is OutOfSync, health stays
@@ -119,9 +179,7 @@ func (a *App) Refresh(ctx context.Context, now time.Time) error {
 		annotations := app.GetAnnotations()
 		delete(annotations, RefreshAnnotation)
 		app.SetAnnotations(annotations)
-		_ = unstructured.SetNestedMap(app.Object, map[string]any{
-			"status": "OutOfSync", "revision": DesiredRevision(app), "comparedTo": comparedTo(app),
-		}, "status", "sync")
+		_ = unstructured.SetNestedMap(app.Object, syncStatus(app, "OutOfSync"), "status", "sync")
 		_ = unstructured.SetNestedField(app.Object, Stamp(now), "status", "reconciledAt")
 	})
 }
@@ -132,9 +190,14 @@ func (a *App) Sync(ctx context.Context, phase, message string, started, finished
 	if err != nil {
 		return err
 	}
-	rev := DesiredRevision(app)
-	source, _, _ := unstructured.NestedMap(app.Object, "spec", "source")
-	operation := map[string]any{"sync": map[string]any{"revision": rev}, "initiatedBy": map[string]any{"automated": true}}
+	result := revisionFields(app)
+	if sources, multi := multiSource(app); multi {
+		// The CRD requires syncResult.revision; Argo CD leaves it empty beside revisions.
+		result["sources"], result["revision"] = sources, ""
+	} else {
+		result["source"], _, _ = unstructured.NestedMap(app.Object, "spec", "source")
+	}
+	operation := map[string]any{"sync": revisionFields(app), "initiatedBy": map[string]any{"automated": true}}
 	if err := a.Update(ctx, func(app *unstructured.Unstructured) {
 		_ = unstructured.SetNestedMap(app.Object, map[string]any{
 			"phase": "Running", "message": "syncing", "startedAt": Stamp(started), "operation": operation,
@@ -145,7 +208,7 @@ func (a *App) Sync(ctx context.Context, phase, message string, started, finished
 	return a.Update(ctx, func(app *unstructured.Unstructured) {
 		_ = unstructured.SetNestedMap(app.Object, map[string]any{
 			"phase": phase, "message": message, "startedAt": Stamp(started), "finishedAt": Stamp(finished), "operation": operation,
-			"syncResult": map[string]any{"revision": rev, "source": source},
+			"syncResult": result,
 		}, "status", "operationState")
 	})
 }
@@ -160,9 +223,7 @@ func (a *App) Assess(ctx context.Context, health string, reconciledAt time.Time)
 		}
 		_ = unstructured.SetNestedMap(app.Object, map[string]any{"status": health, "lastTransitionTime": transition, "message": "assessed " + health},
 			"status", "health")
-		_ = unstructured.SetNestedMap(app.Object, map[string]any{
-			"status": "Synced", "revision": DesiredRevision(app), "comparedTo": comparedTo(app),
-		}, "status", "sync")
+		_ = unstructured.SetNestedMap(app.Object, syncStatus(app, "Synced"), "status", "sync")
 		_ = unstructured.SetNestedField(app.Object, Stamp(reconciledAt), "status", "reconciledAt")
 	})
 }

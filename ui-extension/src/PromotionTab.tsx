@@ -14,7 +14,8 @@ export interface PromotionTabProps {
   pollMs?: number;
 }
 
-const POLL_MS = 15000;
+// How often the tab and the status panel read the pipeline again while shown.
+export const POLL_MS = 15000;
 
 export function useClient(application: Application, injected?: Client): Client {
   const {namespace, name, project} = appRef(application);

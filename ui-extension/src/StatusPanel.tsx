@@ -2,7 +2,7 @@ import {useEffect, useState} from 'react';
 import {Client} from './api';
 import {stageLabel} from './actions';
 import {versionLabel} from './format';
-import {PromotionTab, isThisApp, useClient} from './PromotionTab';
+import {POLL_MS, PromotionTab, isThisApp, useClient} from './PromotionTab';
 import {asApiError} from './state';
 import {ensureStyles} from './styles';
 import type {Application, Pipeline} from './types';
@@ -11,31 +11,42 @@ export interface StatusPanelProps {
   application: Application;
   openFlyout?: () => void;
   client?: Client;
+  pollMs?: number;
 }
 
 // One line in the Application's status panel: this Application's stage, what it runs and what its
-// candidate waits for; a click opens the whole tab in Argo CD's flyout.
-export function StatusPanelItem({application, openFlyout, client: injected}: StatusPanelProps) {
+// candidate waits for; a click opens the whole tab in Argo CD's flyout. It polls as the tab does:
+// Argo CD re-renders it only when the Application changes, and a Stage moves on (verified, a gate
+// opened) without that.
+export function StatusPanelItem({application, openFlyout, client: injected, pollMs = POLL_MS}: StatusPanelProps) {
   ensureStyles();
   const client = useClient(application, injected);
   const [text, setText] = useState<{line: string; title: string; bad: boolean}>({line: 'loading…', title: '', bad: false});
 
   useEffect(() => {
     const ctl = new AbortController();
-    client.pipeline(ctl.signal).then(
-      (p) => setText(summary(p, application)),
-      (e) => {
-        if (ctl.signal.aborted) return;
-        const err = asApiError(e);
-        setText({line: err.unreachable ? 'not reachable' : err.status === 404 ? 'not in a pipeline' : 'error', title: err.message, bad: true});
-      },
-    );
-    return () => ctl.abort();
-  }, [client, application]);
+    const load = () =>
+      client.pipeline(ctl.signal).then(
+        (p) => setText(summary(p, application)),
+        (e) => {
+          if (ctl.signal.aborted) return;
+          const err = asApiError(e);
+          setText({line: err.unreachable ? 'not reachable' : err.status === 404 ? 'not in a pipeline' : 'error', title: err.message, bad: true});
+        },
+      );
+    void load();
+    const t = setInterval(() => {
+      if (!document.hidden) void load();
+    }, pollMs);
+    return () => {
+      clearInterval(t);
+      ctl.abort();
+    };
+  }, [client, application, pollMs]);
 
   return (
     <div className="application-status-panel__item stagecoach sc-panel">
-      <div className="application-status-panel__item-value sc-panel-label">PROMOTION</div>
+      <label className="sc-panel-label">PROMOTION</label>
       <button
         type="button"
         className={`sc-link${text.bad ? ' sc-link--bad' : ''}`}

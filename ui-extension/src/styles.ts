@@ -17,17 +17,21 @@ export const CSS = `
 .theme-light .stagecoach {${LIGHT} }
 .theme-dark .stagecoach {${DARK} }
 .stagecoach { color: var(--sc-fg); background: var(--sc-bg); font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; padding: 12px; }
-.stagecoach h2 { font-size: 16px; margin: 0; }
-.stagecoach h3 { font-size: 14px; margin: 0; }
-.stagecoach code { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 13px; }
+/* Argo CD colours its headings (teal, 3:1 on white); the tab's keep the tab's text colour. */
+.stagecoach h2 { font-size: 16px; margin: 0; color: var(--sc-fg); }
+.stagecoach h3 { font-size: 14px; margin: 0; color: var(--sc-fg); }
+/* Argo CD styles every code element as a light box (its Foundation base): the tab's follow its theme. */
+.stagecoach code { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 13px; background: var(--sc-bg); color: var(--sc-fg); border: 1px solid var(--sc-border); border-radius: 3px; padding: 0 4px; }
 .stagecoach .sc-muted { color: var(--sc-muted); }
 .stagecoach .sc-head { display: flex; align-items: center; gap: 12px; margin-bottom: 10px; flex-wrap: wrap; }
 .stagecoach .sc-service { color: var(--sc-accent); }
 .stagecoach .sc-viewer { margin-left: auto; }
 .stagecoach .sc-pipeline { display: flex; gap: 28px; list-style: none; padding: 0; margin: 0 0 16px; overflow-x: auto; align-items: stretch; }
-.stagecoach .sc-pipeline > li { position: relative; flex: 0 0 260px; display: flex; }
+/* A card keeps its 260 px: long names, digests and messages wrap inside it (a flex item would
+   otherwise grow to its longest word and push the next card out of Argo CD's panel). */
+.stagecoach .sc-pipeline > li { position: relative; flex: 0 0 260px; display: flex; min-width: 0; }
 .stagecoach .sc-pipeline > li + li::before { content: "→"; position: absolute; left: -22px; top: 10px; color: var(--sc-muted); font-size: 18px; }
-.stagecoach .sc-stage { flex: 1; background: var(--sc-card); border: 1px solid var(--sc-border); border-radius: 6px; padding: 10px 12px; display: flex; flex-direction: column; gap: 8px; }
+.stagecoach .sc-stage { flex: 1; min-width: 0; overflow-wrap: anywhere; background: var(--sc-card); border: 1px solid var(--sc-border); border-radius: 6px; padding: 10px 12px; display: flex; flex-direction: column; gap: 8px; }
 .stagecoach .sc-stage--this { border-color: var(--sc-accent); box-shadow: 0 0 0 1px var(--sc-accent); }
 .stagecoach .sc-stage-head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
 .stagecoach .sc-tag { font-size: 11px; border: 1px solid var(--sc-accent); color: var(--sc-accent); border-radius: 10px; padding: 0 6px; }
@@ -83,8 +87,9 @@ export const CSS = `
 .stagecoach .sc-field input { font: inherit; padding: 4px 6px; border: 1px solid var(--sc-border); border-radius: 4px; background: var(--sc-card); color: var(--sc-fg); }
 .stagecoach .sc-refusal { background: var(--sc-bad-bg); color: var(--sc-fg); border-left: 3px solid var(--sc-bad); padding: 6px 10px; margin-bottom: 10px; }
 .stagecoach .sc-dialog-buttons { display: flex; justify-content: flex-end; gap: 8px; }
-.stagecoach.sc-panel { padding: 0; background: transparent; display: flex; flex-direction: column; }
-.stagecoach .sc-panel-label { font-size: 12px; color: var(--sc-muted); }
+/* In Argo CD's status panel: the padding of its items, and a label as its own (12 px, bold). */
+.stagecoach.sc-panel { padding: 5px 20px; background: transparent; display: flex; flex-direction: column; }
+.stagecoach .sc-panel-label { display: block; font-size: 12px; font-weight: 600; min-height: 18px; color: var(--sc-muted); }
 .stagecoach .sc-link { background: none; border: 0; padding: 0; font: inherit; color: var(--sc-accent); cursor: pointer; text-align: left; }
 .stagecoach .sc-link--bad { color: var(--sc-bad); }
 `;

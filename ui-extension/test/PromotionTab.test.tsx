@@ -175,7 +175,9 @@ describe('PromotionTab', () => {
     fireEvent.click(confirm);
     (document.activeElement as HTMLElement).blur(); // what the browser does to a focused control it disables
     await screen.findByRole('alert');
-    expect(document.activeElement).toBe(within(screen.getByRole('dialog')).getByRole('button', {name: 'Approve'}));
+    // The dialog moves focus in an effect after the refusal renders: wait for it (under load the
+    // alert can be found before the effect ran).
+    await waitFor(() => expect(document.activeElement).toBe(within(screen.getByRole('dialog')).getByRole('button', {name: 'Approve'})));
     (document.activeElement as HTMLElement).blur();
     fireEvent.keyDown(document.body, {key: 'Escape'});
     expect(screen.queryByRole('dialog')).toBeNull();
@@ -251,6 +253,25 @@ describe('StatusPanelItem', () => {
     const button = await screen.findByRole('button', {name: 'staging v1.2.0 ← v1.3.0 (approval, window)'});
     fireEvent.click(button);
     expect(opened).toBe(1);
+  });
+  it('shows the stage moving on without the Application changing (it polls)', async () => {
+    // The stage moves only once the first state was seen: under load several polls may pass
+    // before the first assertion looks.
+    let moved = false;
+    const serve = () => {
+      const p = pipeline();
+      if (moved) {
+        const staging = p.stages![1];
+        staging.current = {tag: 'v1.3.0', digest: staging.candidate!.digest, since: '2026-12-01T12:00:00Z'};
+        staging.candidate = null;
+      }
+      return p;
+    };
+    const client = new Client(appRef(app), {fetch: fakeFetch([servePipeline(serve)]).fetch});
+    render(<StatusPanelItem application={app} client={client} pollMs={20} />);
+    expect(await screen.findByRole('button', {name: 'staging v1.2.0 ← v1.3.0 (approval, window)'})).toBeTruthy();
+    moved = true;
+    expect(await screen.findByRole('button', {name: 'staging v1.3.0'}, {timeout: 5000})).toBeTruthy();
   });
   it('says when Stagecoach is not reachable', async () => {
     const client = new Client(appRef(app), {fetch: fakeFetch([['GET /pipeline', () => Promise.reject(new TypeError('x'))]]).fetch});

@@ -21,6 +21,20 @@
 // A stream may be bound to several keys; a record counts when any of them verifies it. That is
 // how a key is rotated: list the new key beside the old one in every follower first, then switch
 // the recorder.
+//
+// An entry may trust a CI identity instead of a key file (keyless, issue 31), spelled as a Stage's
+// verify.matchOIDCIdentity: records signed keyless carry a Sigstore bundle (what `cosign sign-blob
+// --bundle` writes from CI: a short-lived Fulcio certificate, a transparency log entry, a signed
+// timestamp), which counts when its certificate names one of the identities and chains to the
+// entry's trustedRoot (a trusted_root.json, inline; unset: the public Sigstore instance's):
+//
+//	keys:
+//	- name: staging-ci
+//	  matchOIDCIdentity:
+//	  - issuer: ^https://token.actions.githubusercontent.com$
+//	    subject: ^https://github.com/org/delivery/.github/workflows/record.yml@refs/heads/main$
+//	  repositories: ["registry.example/delivery/streams"]
+//	  streams: ["8d1e4f2a9c0b/staging/*"]
 package trust
 
 import (
@@ -39,6 +53,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/options"
 	"sigs.k8s.io/yaml"
 
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
@@ -51,12 +66,15 @@ type Config struct {
 	Keys []Key
 }
 
-// Key is one trusted public key and the streams it may sign.
+// Key is one trusted public key, or set of keyless identities, and the streams it may sign.
 type Key struct {
 	// Name is the entry's name, shown in every verdict that relies on it.
 	Name string
-	// ID is verify.KeyID of the public key ("sha256:" + 16 hex digits).
+	// ID is verify.KeyID of the public key ("sha256:" + 16 hex digits); "keyless" for an entry
+	// of identities.
 	ID string
+	// Identities are the keyless identities of an entry without a public key.
+	Identities []verify.Identity
 	// Streams are path.Match patterns of the stream ids this key may sign.
 	Streams []string
 	// Repositories are path.Match patterns of the repositories (as go-containerregistry names
@@ -64,6 +82,7 @@ type Key struct {
 	Repositories []string
 
 	verifier signature.Verifier
+	keyless  *verify.BlobVerifier
 }
 
 // document is the YAML form; UnmarshalStrict refuses unknown fields so a typo
@@ -77,6 +96,9 @@ type entry struct {
 	PublicKey    string   `json:"publicKey"`
 	Repositories []string `json:"repositories"`
 	Streams      []string `json:"streams"`
+	// MatchOIDCIdentity and TrustedRoot trust keyless signatures instead of PublicKey.
+	MatchOIDCIdentity []stagecoachv1.OIDCIdentityMatch `json:"matchOIDCIdentity"`
+	TrustedRoot       string                           `json:"trustedRoot"`
 }
 
 var keyName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
@@ -88,7 +110,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var doc document
 	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
-		return nil, fmt.Errorf("upstream trust config is not valid YAML of the form {keys: [{name, publicKey, repositories, streams}]}: %w", err)
+		return nil, fmt.Errorf("upstream trust config is not valid YAML of the form {keys: [{name, publicKey (or matchOIDCIdentity), repositories, streams}]}: %w", err)
 	}
 	if len(doc.Keys) == 0 {
 		return nil, errors.New("upstream trust config lists no keys: add at least one entry under keys with name, publicKey, repositories and streams")
@@ -107,18 +129,7 @@ func Parse(data []byte) (*Config, error) {
 			return nil, fmt.Errorf("%s: name is already used by keys[%d]; give each key its own name", where, j)
 		}
 		seen[e.Name] = i
-		if e.PublicKey == "" {
-			return nil, fmt.Errorf("%s: publicKey is empty; paste the recorder's cosign.pub (a PEM PUBLIC KEY block)", where)
-		}
-		pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(e.PublicKey))
-		if err != nil {
-			return nil, fmt.Errorf("%s: publicKey is not a PEM public key (expected the recorder's cosign.pub): %w", where, err)
-		}
-		v, err := loadVerifier(pub)
-		if err != nil {
-			return nil, fmt.Errorf("%s: publicKey cannot verify signatures: %w", where, err)
-		}
-		id, err := verify.KeyID(pub)
+		key, err := parseTrust(e)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -146,9 +157,52 @@ func Parse(data []byte) (*Config, error) {
 			}
 			repos = append(repos, norm)
 		}
-		cfg.Keys = append(cfg.Keys, Key{Name: e.Name, ID: id, Streams: append([]string(nil), e.Streams...), Repositories: repos, verifier: v})
+		key.Name, key.Streams, key.Repositories = e.Name, append([]string(nil), e.Streams...), repos
+		cfg.Keys = append(cfg.Keys, key)
 	}
 	return cfg, nil
+}
+
+// parseTrust reads what an entry trusts: its publicKey, or its keyless identities and root.
+func parseTrust(e entry) (Key, error) {
+	if len(e.MatchOIDCIdentity) > 0 || e.TrustedRoot != "" {
+		if e.PublicKey != "" {
+			return Key{}, errors.New("give publicKey or matchOIDCIdentity, not both; list a key and identities as two entries (as while moving a recorder to keyless)")
+		}
+		if len(e.MatchOIDCIdentity) == 0 {
+			return Key{}, errors.New("trustedRoot is for keyless signatures: list the identities that sign under matchOIDCIdentity")
+		}
+		ids := make([]verify.Identity, len(e.MatchOIDCIdentity))
+		for i, m := range e.MatchOIDCIdentity {
+			ids[i] = verify.Identity{Issuer: m.Issuer, Subject: m.Subject}
+		}
+		var root []byte // nil: the public Sigstore instance's
+		if e.TrustedRoot != "" {
+			root = []byte(e.TrustedRoot)
+		}
+		bv, err := verify.NewBlobVerifier(ids, root)
+		if err != nil {
+			return Key{}, fmt.Errorf("matchOIDCIdentity: %w", err)
+		}
+		return Key{ID: "keyless", Identities: ids, keyless: bv}, nil
+	}
+	if e.PublicKey == "" {
+		return Key{}, errors.New("publicKey is empty; paste the recorder's cosign.pub (a PEM PUBLIC KEY block), " +
+			"or list the identities that sign keyless under matchOIDCIdentity")
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(e.PublicKey))
+	if err != nil {
+		return Key{}, fmt.Errorf("publicKey is not a PEM public key (expected the recorder's cosign.pub): %w", err)
+	}
+	v, err := loadVerifier(pub)
+	if err != nil {
+		return Key{}, fmt.Errorf("publicKey cannot verify signatures: %w", err)
+	}
+	id, err := verify.KeyID(pub)
+	if err != nil {
+		return Key{}, err
+	}
+	return Key{ID: id, verifier: v}, nil
 }
 
 // loadVerifier loads pub the way cosign verifies blobs: the key type's default hash, and
@@ -219,9 +273,24 @@ func (c *Config) Binds(repository, stream string) error {
 		"add the upstream recorder's public key with a streams pattern matching it and the repository under repositories", stream, repository)
 }
 
+// Keyless reports whether the entry trusts keyless identities rather than a key.
+func (k Key) Keyless() bool { return k.keyless != nil }
+
 // Verify checks sig over message with the key.
 func (k Key) Verify(message, sig []byte) error {
+	if k.verifier == nil {
+		return errors.New("entry " + k.Name + " trusts keyless identities, not a key: a plain signature cannot verify with it")
+	}
 	return k.verifier.VerifySignature(bytesReader(sig), bytesReader(message))
+}
+
+// VerifyBundle checks a keyless Sigstore bundle over message against the entry's identities and
+// trusted root, and returns who signed.
+func (k Key) VerifyBundle(message, bundle []byte) (*verify.Signer, error) {
+	if k.keyless == nil {
+		return nil, errors.New("entry " + k.Name + " trusts a key, not keyless identities")
+	}
+	return k.keyless.Verify(message, bundle)
 }
 
 // KeysFor returns the keys bound to stream in repository, in config order.
@@ -243,11 +312,33 @@ func (c *Config) KeysFor(repository, stream string) []Key {
 // signature is from a key the config does not list, or it is not a valid signature of message.
 func (c *Config) Verify(repository, stream string, message, sig []byte) (name string, ok bool) {
 	for _, k := range c.KeysFor(repository, stream) {
-		if k.Verify(message, sig) == nil {
+		if !k.Keyless() && k.Verify(message, sig) == nil {
 			return k.Name, true
 		}
 	}
 	return "", false
+}
+
+// VerifyBundle returns the name of the first keyless entry bound to stream in repository that
+// vouches for bundle, a keyless signature of message, and who signed. When none does, err says
+// why: no keyless entry is bound there, or each entry's refusal (naming the identity the
+// certificate carries).
+func (c *Config) VerifyBundle(repository, stream string, message, bundle []byte) (name string, signer *verify.Signer, err error) {
+	var why []string
+	for _, k := range c.KeysFor(repository, stream) {
+		if !k.Keyless() {
+			continue
+		}
+		s, err := k.VerifyBundle(message, bundle)
+		if err == nil {
+			return k.Name, s, nil
+		}
+		why = append(why, fmt.Sprintf("%s: %v", k.Name, err))
+	}
+	if len(why) == 0 {
+		return "", nil, fmt.Errorf("no keyless entry (matchOIDCIdentity) is bound to stream %q in repository %s", stream, repository)
+	}
+	return "", nil, errors.New(strings.Join(why, "; "))
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

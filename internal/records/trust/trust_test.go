@@ -179,7 +179,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("Parse accepted a config without keys")
 		}
 		for _, k := range cfg.Keys {
-			if k.Name == "" || len(k.Streams) == 0 || len(k.Repositories) == 0 || k.verifier == nil || !strings.HasPrefix(k.ID, "sha256:") {
+			byKey := k.verifier != nil && strings.HasPrefix(k.ID, "sha256:")
+			byIdentity := k.keyless != nil && k.ID == "keyless" && len(k.Identities) > 0
+			if k.Name == "" || len(k.Streams) == 0 || len(k.Repositories) == 0 || byKey == byIdentity {
 				t.Fatalf("Parse accepted an incomplete key %+v", k)
 			}
 			k.Binds("r.example/s", "c1/staging/payments") // must not panic on any accepted pattern

@@ -98,18 +98,9 @@ func (l *Lister) List(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	repo, err := name.NewRepository(req.Repository, ociclient.NameOptions(req.Insecure)...)
+	puller, repo, err := l.puller(ctx, req)
 	if err != nil {
-		return Result{}, fmt.Errorf("invalid repository %q: %w", req.Repository, err)
-	}
-	puller, err := remote.NewPuller(ociclient.RemoteOptions(ctx, ociclient.Options{
-		Keychain:  req.Keychain,
-		Insecure:  req.Insecure,
-		Transport: l.Transport,
-		Extra:     l.RemoteOptions,
-	})...)
-	if err != nil {
-		return Result{}, fmt.Errorf("failed to set up registry client for %q: %w", req.Repository, err)
+		return Result{}, err
 	}
 	tags, err := puller.List(ctx, repo)
 	if err != nil {
@@ -136,6 +127,38 @@ func (l *Lister) List(ctx context.Context, req Request) (Result, error) {
 		res.Candidates = append(res.Candidates, c)
 	}
 	return res, nil
+}
+
+// Resolve returns the digest the repository's tag points to now ("" when the tag is gone). It
+// checks the tag again after a version was promoted by its tag (a Helm chart version), which
+// the engine resolves itself: a tag pushed again in between points elsewhere.
+func (l *Lister) Resolve(ctx context.Context, req Request, tag string) (string, error) {
+	puller, repo, err := l.puller(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	digests, err := l.resolve(ctx, puller, repo, []Candidate{{Tag: tag}})
+	if err != nil {
+		return "", err
+	}
+	return digests[0], nil
+}
+
+func (l *Lister) puller(ctx context.Context, req Request) (*remote.Puller, name.Repository, error) {
+	repo, err := name.NewRepository(req.Repository, ociclient.NameOptions(req.Insecure)...)
+	if err != nil {
+		return nil, name.Repository{}, fmt.Errorf("invalid repository %q: %w", req.Repository, err)
+	}
+	puller, err := remote.NewPuller(ociclient.RemoteOptions(ctx, ociclient.Options{
+		Keychain:  req.Keychain,
+		Insecure:  req.Insecure,
+		Transport: l.Transport,
+		Extra:     l.RemoteOptions,
+	})...)
+	if err != nil {
+		return nil, name.Repository{}, fmt.Errorf("failed to set up registry client for %q: %w", req.Repository, err)
+	}
+	return puller, repo, nil
 }
 
 // resolve HEADs each candidate's tag; a tag that is gone gets an empty digest.

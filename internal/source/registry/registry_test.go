@@ -170,6 +170,43 @@ func TestListFollowsTagChanges(t *testing.T) {
 	})
 }
 
+// Resolve reads where a tag points now: after a push, the new digest; a deleted tag, none; an
+// unreachable registry, an error.
+func TestResolve(t *testing.T) {
+	reg := newTestRegistry(t, nil)
+	repo := reg.repo("charts/payments")
+	first := reg.push(t, repo, "1.0.0")
+	for _, tc := range []struct {
+		name    string
+		req     Request
+		tag     string
+		prepare func(t *testing.T) string
+		wantErr string
+	}{
+		{name: "the tag as pushed", req: Request{Repository: repo}, tag: "1.0.0", prepare: func(*testing.T) string { return first }},
+		{name: "the tag pushed again", req: Request{Repository: repo}, tag: "1.1.0", prepare: func(t *testing.T) string {
+			reg.push(t, repo, "1.1.0")
+			return reg.push(t, repo, "1.1.0")
+		}},
+		{name: "a tag that is gone", req: Request{Repository: repo}, tag: "9.9.9", prepare: func(*testing.T) string { return "" }},
+		{name: "a registry that does not answer", req: Request{Repository: "127.0.0.1:1/charts/payments"}, tag: "1.0.0",
+			prepare: func(*testing.T) string { return "" }, wantErr: "127.0.0.1:1/charts/payments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			want := tc.prepare(t)
+			l := &Lister{RemoteOptions: []remote.Option{remote.WithRetryBackoff(remote.Backoff{Steps: 1})}}
+			got, err := l.Resolve(t.Context(), tc.req, tc.tag)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(want))
+		})
+	}
+}
+
 func TestListErrors(t *testing.T) {
 	down := newTestRegistry(t, nil)
 	down.srv.Close()

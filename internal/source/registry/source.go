@@ -190,6 +190,24 @@ func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage) (Result, *
 	return res, nil, nil
 }
 
+// Resolve returns the digest a tag of the Stage's registry source points to now, with the
+// Stage's credentials ("" when the tag is gone). A Secret a person must fix is an error here: the
+// caller waits and says so.
+func (s *Source) Resolve(ctx context.Context, stage *stagecoachv1.Stage, tag string) (string, error) {
+	src := stage.Spec.Source.Registry
+	if src == nil {
+		return "", fmt.Errorf("Stage %s/%s has no registry source to resolve tag %q in", stage.Namespace, stage.Name, tag)
+	}
+	keychain, block, err := Keychain(ctx, s.Secrets, stage, src.SecretRef)
+	switch {
+	case err != nil:
+		return "", err
+	case block != nil:
+		return "", errors.New(block.Message)
+	}
+	return s.Lister.Resolve(ctx, Request{Repository: src.Repository, Insecure: src.Insecure, Keychain: keychain}, tag)
+}
+
 func reasonOf(err error) string {
 	switch {
 	case errors.Is(err, ociclient.ErrUnauthorized):

@@ -264,6 +264,66 @@ func (s *Sigstore) SignLegacy(t testing.TB, ctx context.Context, ref string, ci 
 	}
 }
 
+// SignBlob signs blob keyless as ci, like `cosign sign-blob --bundle` from CI: a Sigstore v0.3
+// bundle with a message signature over the blob's SHA-256, the Fulcio certificate, a hashedrekord
+// entry of the instance's Rekor (with its signed entry timestamp) and a signed timestamp. It
+// returns the bundle JSON; nothing is pushed. Tamper, if set, changes the blob whose digest the
+// bundle names after signing.
+func (s *Sigstore) SignBlob(t testing.TB, blob []byte, ci CI, o Keyless) []byte {
+	t.Helper()
+	leaf, key := s.issue(t, ci, o)
+	sig := signWith(t, key, blob)
+	vm := &protobundle.VerificationMaterial{
+		Content: &protobundle.VerificationMaterial_Certificate{Certificate: &protocommon.X509Certificate{RawBytes: leaf.Raw}},
+	}
+	if !o.NoLogEntry {
+		leafPEM, err := cryptoutils.MarshalCertificateToPEM(leaf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb := s.hashedRekord(t, leaf, leafPEM, blob, sig, logTime(o))
+		body, err := base64.StdEncoding.DecodeString(rb.Payload.Body.(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logID, err := hex.DecodeString(rb.Payload.LogID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A v0.3 bundle needs an inclusion proof; the virtual log proves the body at index 0.
+		proof, err := s.virtual.GetInclusionProof(body)
+		if err != nil {
+			t.Fatalf("inclusion proof: %v", err)
+		}
+		//nolint:staticcheck // a v1 hashedrekord entry with its proof is exactly NewEntry's fields
+		entry, err := tlog.NewEntry(body, rb.Payload.IntegratedTime, 0, logID, rb.SignedEntryTimestamp, proof)
+		if err != nil {
+			t.Fatalf("log entry: %v", err)
+		}
+		vm.TlogEntries = []*protorekor.TransparencyLogEntry{s.promised(t, entry, "hashedrekord", "0.0.1")}
+	}
+	if !o.NoTimestamp {
+		vm.TimestampVerificationData = &protobundle.TimestampVerificationData{
+			Rfc3161Timestamps: []*protocommon.RFC3161SignedTimestamp{{SignedTimestamp: s.timestamp(t, sig)}}}
+	}
+	if o.Tamper != nil {
+		blob = o.Tamper(bytes.Clone(blob))
+	}
+	sum := sha256.Sum256(blob)
+	b := &protobundle.Bundle{
+		MediaType:            "application/vnd.dev.sigstore.bundle.v0.3+json",
+		VerificationMaterial: vm,
+		Content: &protobundle.Bundle_MessageSignature{MessageSignature: &protocommon.MessageSignature{
+			MessageDigest: &protocommon.HashOutput{Algorithm: protocommon.HashAlgorithm_SHA2_256, Digest: sum[:]},
+			Signature:     sig}},
+	}
+	out, err := protojson.Marshal(b)
+	if err != nil {
+		t.Fatalf("marshal bundle: %v", err)
+	}
+	return out
+}
+
 // issue is Fulcio: a fresh key and a 10-minute certificate for ci, with an embedded SCT.
 func (s *Sigstore) issue(t testing.TB, ci CI, o Keyless) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()

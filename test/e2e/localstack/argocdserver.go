@@ -48,6 +48,10 @@ const (
 	LoginPath   = "/stagecoach-harness/test/login.html"
 )
 
+// WebUILoginPath is where argocd-server serves Argo CD's own web UI, when it is built, to a browser
+// that enters it (see StartArgoCDServer): its login page.
+const WebUILoginPath = "/login"
+
 // ArgoCDUI is a running argocd-server with Stagecoach's UI extension: the bundle installed from
 // the release tarball, the proxy extension to the controller's API, and a local admin account.
 type ArgoCDUI struct {
@@ -57,8 +61,46 @@ type ArgoCDUI struct {
 	User, Password string
 	Process        *Process
 
+	// WebUI is Argo CD's own web UI that argocd-server serves, nil when it is not built (then only
+	// the harness and login pages are there).
+	WebUI *ArgoCDWebUI
+
 	lock      *os.File
 	installed []string // what the tarball put into ExtensionsDir, removed on release
+}
+
+// ArgoCDWebUI is Argo CD's own web UI as build/argocd-ui/build.sh caches it.
+type ArgoCDWebUI struct {
+	// Dir holds index.html and the bundles webpack wrote.
+	Dir string
+	// ArgoUICommit is the argo-ui commit it was built with (recorded beside Dir).
+	ArgoUICommit string
+}
+
+// CachedArgoCDWebUI returns Argo CD's own web UI when build/argocd-ui/build.sh has built it into
+// the cache, or an error saying why it is not there and how to build it. Its build needs an argo-ui
+// from GitHub (npm has only the old React 16 line), so a machine without one has none.
+func CachedArgoCDWebUI() (*ArgoCDWebUI, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "argocd-ui-"+ArgoCDVersion)
+	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
+		return nil, fmt.Errorf("Argo CD %s's own web UI is not built (no %s): it needs argo-ui at a GitHub commit, which npm does not serve. "+
+			"With a checkout (or bare git directory) of github.com/argoproj/argo-ui from after its React 19 upgrade, run "+
+			"`make argocd-ui ARGO_UI_SRC=<path>` (test/e2e/localstack/build/argocd-ui/build.sh <path>: about 2 minutes, 2.5 GB of memory), then run this again",
+			ArgoCDVersion, filepath.Join(dir, "index.html"))
+	}
+	web := &ArgoCDWebUI{Dir: dir, ArgoUICommit: "unknown"}
+	if record, err := os.ReadFile(dir + ".argo-ui"); err == nil {
+		for _, line := range strings.Split(string(record), "\n") {
+			if c, ok := strings.CutPrefix(line, "commit="); ok && c != "" {
+				web.ArgoUICommit = c
+			}
+		}
+	}
+	return web, nil
 }
 
 // HarnessURL is the harness page rendering the Promotion tab for an Application, in a theme
@@ -110,8 +152,9 @@ func (s *Stack) controllerAPIArgs() ([]string, error) {
 // the controller's API with the shared token, the RBAC line, proxy extensions enabled), sets the
 // local admin's password, installs the UI bundle from the release tarball into ExtensionsDir as
 // argocd-extension-installer does, and runs argocd-server with the extension's harness page in
-// its static assets directory. It returns once admin can log in and /extensions.js serves the
-// bundle. A second call returns the running one. Stop ends it and releases ExtensionsDir.
+// its static assets directory, beside Argo CD's own web UI when it is built (CachedArgoCDWebUI).
+// It returns once admin can log in and /extensions.js serves the bundle. A second call returns the
+// running one. Stop ends it and releases ExtensionsDir.
 func (s *Stack) StartArgoCDServer(ctx context.Context, opts ArgoCDUIOptions) (*ArgoCDUI, error) {
 	if s.argoUI != nil {
 		if ended, _ := s.argoUI.Process.Exited(); !ended {
@@ -134,6 +177,19 @@ func (s *Stack) StartArgoCDServer(ctx context.Context, opts ArgoCDUIOptions) (*A
 	static, err := s.harnessAssets()
 	if err != nil {
 		return nil, err
+	}
+	if web, err := CachedArgoCDWebUI(); err == nil {
+		if err := linkTree(web.Dir, static); err != nil {
+			return nil, fmt.Errorf("failed to put Argo CD's web UI from %s into %s: %w", web.Dir, static, err)
+		}
+		// argocd-server answers a page of the UI (a path that is no file) with the index.html
+		// embedded in its binary, and a Go-module build embeds none ("open dist/app/index.html:
+		// file does not exist"). The login page is where a browser enters the UI: as a file of
+		// that name, argocd-server serves it from here, and the UI routes in the browser from there.
+		if err := linkFile(filepath.Join(web.Dir, "index.html"), filepath.Join(static, WebUILoginPath)); err != nil {
+			return nil, fmt.Errorf("failed to put Argo CD's web UI from %s into %s: %w", web.Dir, static, err)
+		}
+		ui.WebUI = web
 	}
 	if ui.lock, err = lockExtensions(ctx, opts.LockTimeout); err != nil {
 		return nil, err
@@ -173,8 +229,12 @@ func (s *Stack) StartArgoCDServer(ctx context.Context, opts ArgoCDUIOptions) (*A
 	if err := ui.Process.waitReady(ctx, 30*time.Second, "admin login and the bundle in /extensions.js", ui.check); err != nil {
 		return nil, err
 	}
-	s.step("started %s (pid %d) at %s with the UI extension from %s in %s", ArgoCDServer, ui.Process.Pid(), ui.URL,
-		opts.Tarball, time.Since(start).Round(time.Millisecond))
+	webUI := "no web UI (not built)"
+	if ui.WebUI != nil {
+		webUI = "Argo CD's web UI (argo-ui " + ui.WebUI.ArgoUICommit + ")"
+	}
+	s.step("started %s (pid %d) at %s with the UI extension from %s and %s in %s", ArgoCDServer, ui.Process.Pid(), ui.URL,
+		opts.Tarball, webUI, time.Since(start).Round(time.Millisecond))
 	return ui, nil
 }
 
@@ -348,6 +408,43 @@ func (s *Stack) harnessAssets() (string, error) {
 		}
 	}
 	return static, nil
+}
+
+// linkTree puts every file under from at the same place under to, hard-linked when both are on one
+// file system and copied otherwise (Argo CD's os.OpenRoot refuses symlinks out of its folder).
+func linkTree(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", path)
+		}
+		return linkFile(path, dst)
+	})
+}
+
+// linkFile replaces dst with a hard link to src, or a copy of it across file systems.
+func linkFile(src, dst string) error {
+	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	body, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, body, 0o644)
 }
 
 // lockExtensions takes ExtensionsLock, waiting up to timeout for another holder (whose pid the

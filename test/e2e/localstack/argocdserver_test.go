@@ -84,3 +84,73 @@ func TestInstallExtension(t *testing.T) {
 		})
 	}
 }
+
+func TestCachedArgoCDWebUI(t *testing.T) {
+	cases := []struct {
+		name       string
+		files      map[string]string // relative to the cache folder
+		wantErr    string
+		wantCommit string
+	}{
+		{name: "not built: says why and how to build it", files: map[string]string{},
+			wantErr: "make argocd-ui ARGO_UI_SRC=<path>"},
+		{name: "a build that wrote no index.html is not a UI", files: map[string]string{"argocd-ui-" + ArgoCDVersion + "/main.js": ""},
+			wantErr: "not built"},
+		{name: "built, with the argo-ui commit recorded beside it",
+			files: map[string]string{"argocd-ui-" + ArgoCDVersion + "/index.html": "<html>",
+				"argocd-ui-" + ArgoCDVersion + ".argo-ui": "commit=ad616de8\nsource=/src\n"},
+			wantCommit: "ad616de8"},
+		{name: "built, without a record", files: map[string]string{"argocd-ui-" + ArgoCDVersion + "/index.html": "<html>"},
+			wantCommit: "unknown"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			cache := t.TempDir()
+			t.Setenv("STAGECOACH_CACHE", cache)
+			for name, body := range tc.files {
+				g.Expect(os.MkdirAll(filepath.Dir(filepath.Join(cache, name)), 0o755)).To(Succeed())
+				g.Expect(os.WriteFile(filepath.Join(cache, name), []byte(body), 0o644)).To(Succeed())
+			}
+			web, err := CachedArgoCDWebUI()
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(web.Dir).To(Equal(filepath.Join(cache, "argocd-ui-"+ArgoCDVersion)))
+			g.Expect(web.ArgoUICommit).To(Equal(tc.wantCommit))
+		})
+	}
+}
+
+func TestLinkTree(t *testing.T) {
+	cases := []struct {
+		name  string
+		stale bool // the destination already holds an older copy
+	}{
+		{name: "into an empty folder"},
+		{name: "over what an earlier start left", stale: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			from, to := t.TempDir(), t.TempDir()
+			g.Expect(os.MkdirAll(filepath.Join(from, "assets", "fonts"), 0o755)).To(Succeed())
+			g.Expect(os.WriteFile(filepath.Join(from, "index.html"), []byte("new"), 0o644)).To(Succeed())
+			g.Expect(os.WriteFile(filepath.Join(from, "assets", "fonts", "a.woff2"), []byte("font"), 0o644)).To(Succeed())
+			// The harness lives beside the UI and stays.
+			g.Expect(os.MkdirAll(filepath.Join(to, "stagecoach-harness"), 0o755)).To(Succeed())
+			g.Expect(os.WriteFile(filepath.Join(to, "stagecoach-harness", "h.html"), []byte("h"), 0o644)).To(Succeed())
+			if tc.stale {
+				g.Expect(os.WriteFile(filepath.Join(to, "index.html"), []byte("old"), 0o644)).To(Succeed())
+			}
+			g.Expect(linkTree(from, to)).To(Succeed())
+			g.Expect(os.ReadFile(filepath.Join(to, "index.html"))).To(BeEquivalentTo("new"))
+			g.Expect(os.ReadFile(filepath.Join(to, "assets", "fonts", "a.woff2"))).To(BeEquivalentTo("font"))
+			g.Expect(filepath.Join(to, "stagecoach-harness", "h.html")).To(BeARegularFile())
+			// The cache is never written through a link.
+			g.Expect(os.ReadFile(filepath.Join(from, "index.html"))).To(BeEquivalentTo("new"))
+		})
+	}
+}

@@ -26,6 +26,9 @@ const (
 	SourceControllerVersion       = "v1.9.0"
 	KustomizeControllerVersion    = "v1.9.6"
 	NotificationControllerVersion = "v1.9.3"
+	// HelmVersion is the helm command Argo CD v3.6.1 ships (its hack/tool-versions.sh): the
+	// repo-server execs it to pull and render Helm charts.
+	HelmVersion = "v4.3.1"
 	// goToolchain builds Argo CD v3.6.x (its go.mod says go 1.27.0) and Stagecoach (the Makefile's GOTOOLCHAIN).
 	goToolchain = "go1.27.3"
 )
@@ -40,6 +43,8 @@ type Binaries struct {
 	// ArgoCD is the multi-call binary; ArgoCDHack holds the helper scripts its repo-server execs.
 	ArgoCD, ArgoCDHack                                            string
 	SourceController, KustomizeController, NotificationController string
+	// Helm is the helm command the repo-server finds on its PATH (build/helm).
+	Helm string
 	// Stagecoach is bin/stagecoach built from this checkout.
 	Stagecoach string
 	// CRDs are folders of CustomResourceDefinitions: Stagecoach's, Argo CD's and Flux's.
@@ -75,9 +80,10 @@ func CacheDir() (string, error) {
 // proxy under nice, and reports progress to progress. Two builds run at a time: one `go build`
 // keeps both cores busy while it compiles, but not while it downloads modules or links, and two
 // lanes fill those gaps: kube-apiserver, etcd, kubectl and kube-controller-manager then
-// bin/stagecoach, beside the engines (Argo CD and the Flux controllers, one go command over one
-// dependency graph, so that what they share compiles once). A binary in the cache is reused: its
-// name carries its version and, for the engines, a digest of their module's go.sum. A cold build
+// bin/stagecoach and helm (which the repo-server runs for Helm charts), beside the engines (Argo
+// CD and the Flux controllers, one go command over one dependency graph, so that what they share
+// compiles once). A binary in the cache is reused: its name carries its version and, for the
+// engines and helm, a digest of their module's go.sum. A cold build
 // took 32 minutes on 2 cores with the engines in two graphs; a warm one only rebuilds
 // bin/stagecoach from the checkout (seconds).
 func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
@@ -131,6 +137,17 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 	stagecoach := goBuild{what: "bin/stagecoach from the checkout", dir: root, checkout: true,
 		outputs: []output{{pkg: "./cmd/stagecoach", file: b.Stagecoach}}}
 
+	// helm, from its own module (build/helm): adding it to the engines' graph would rebuild them all.
+	helmDir := filepath.Join(root, "test", "e2e", "localstack", "build", "helm")
+	helmGraph, err := fileDigest(filepath.Join(helmDir, "go.sum"))
+	if err != nil {
+		return nil, err
+	}
+	b.Helm = filepath.Join(binDir, "helm-"+HelmVersion+"-"+helmGraph)
+	helm := goBuild{what: "helm " + HelmVersion, dir: helmDir, estimate: "about 6 minutes",
+		ldflags: "-X helm.sh/helm/v4/internal/version.version=" + HelmVersion,
+		outputs: []output{{pkg: "helm.sh/helm/v4/cmd/helm", file: b.Helm}}}
+
 	// A lane's failure cancels the other's build (laneCtx); laneCtx ends with Wait.
 	lanes, laneCtx := errgroup.WithContext(ctx)
 	lanes.Go(func() error {
@@ -148,7 +165,12 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 		b.Etcd = filepath.Join(assets, "etcd")
 		b.Kubectl = filepath.Join(assets, "kubectl")
 		b.KubeControllerManager = filepath.Join(assets, "kube-controller-manager")
-		return stagecoach.run(laneCtx, progress)
+		if err := stagecoach.run(laneCtx, progress); err != nil {
+			return err
+		}
+		// In this lane, which finishes well before the engines' on a cold build: helm compiles beside
+		// them, filling the gaps of their downloads and links, instead of after them.
+		return helm.run(laneCtx, progress)
 	})
 	lanes.Go(func() error { return engines.run(laneCtx, progress) })
 	if err := lanes.Wait(); err != nil {

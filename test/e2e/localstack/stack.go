@@ -421,6 +421,12 @@ func (s *Stack) startEngines(ctx context.Context) error {
 	if err := os.Symlink(s.Bin.Stagecoach, filepath.Join(s.binDir, "stagecoach")); err != nil {
 		return err
 	}
+	if s.Bin.Helm != "" {
+		// The repo-server runs `helm` from its PATH for Applications with a Helm chart.
+		if err := os.Symlink(s.Bin.Helm, filepath.Join(s.binDir, "helm")); err != nil {
+			return err
+		}
+	}
 
 	ports, err := freePorts(13)
 	if err != nil {

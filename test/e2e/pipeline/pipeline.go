@@ -10,7 +10,9 @@
 //   - a second service (default checkout) runs in prod too: an Argo CD Application renders its
 //     Git environment repository through the Stagecoach config management plugin, which pins the
 //     service's image to the promoted digest after checking its signature. Its Stage takes the
-//     newest signed image (semver ">=1.0.0") from the registry once one person has approved it.
+//     newest signed image (semver ">=1.0.0") from the registry once one person has approved it;
+//   - with Options.KeylessService, a third service's dev (the Keyless lane) trusts a CI identity,
+//     not a key file: releases its release workflow signed keyless (see keyless.go).
 //
 // Nothing here needs a testing.T: every function takes a context and returns an error, and
 // Watch reports what happens as Events for a demo to print.
@@ -19,6 +21,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,8 +49,12 @@ const PluginProd = "prod/plugin"
 // Environments lists the first service's environments in the order a version travels.
 var Environments = []string{Dev, Staging, Prod}
 
-// Lanes lists every Stage key of the pipeline: the environments, then the plugin-rendered service.
+// Lanes lists every Stage key of the pipeline: the environments, then the plugin-rendered service
+// (and Keyless when the pipeline has it; see Pipeline.Lanes).
 var Lanes = []string{Dev, Staging, Prod, PluginProd}
+
+// defaultRegistryInterval is how often registry sources list the registry by default.
+const defaultRegistryInterval = 10 * time.Second
 
 // BaselineTag is the release the environments ran before Stagecoach took over: dev's
 // OCIRepository starts at it, so that Flux reports a healthy artifact from the start. It is
@@ -72,6 +79,9 @@ type Options struct {
 	Approvals int32
 	// PluginService names the second service, rendered by the Stagecoach plugin (default checkout).
 	PluginService string
+	// KeylessService, when set, adds the Keyless lane: that service's dev Stage trusts keyless
+	// signatures of its release workflow (KeylessIdentity) instead of a key.
+	KeylessService string
 }
 
 func (o *Options) defaults() error {
@@ -86,7 +96,7 @@ func (o *Options) defaults() error {
 		o.Key = &kp
 	}
 	if o.RegistryInterval == 0 {
-		o.RegistryInterval = 10 * time.Second
+		o.RegistryInterval = defaultRegistryInterval
 	}
 	if o.Grace == 0 {
 		o.Grace = time.Second
@@ -102,6 +112,9 @@ func (o *Options) defaults() error {
 	}
 	if o.PluginService == o.Service {
 		return fmt.Errorf("the plugin-rendered service must differ from the service (both are %q)", o.Service)
+	}
+	if o.KeylessService != "" && (o.KeylessService == o.Service || o.KeylessService == o.PluginService) {
+		return fmt.Errorf("the keyless service must differ from the other two (%q)", o.KeylessService)
 	}
 	return nil
 }
@@ -123,14 +136,30 @@ type Pipeline struct {
 	Stages, Targets map[string]string
 	// Appliers maps a lane to the engine object that applies it, as "Kind/name".
 	Appliers map[string]string
+	// KeylessService and KeylessRepo are the Keyless lane's service and registry repository
+	// (empty without that lane).
+	KeylessService, KeylessRepo string
 
 	key  verifytest.KeyPair
 	opts Options
+	// sigstore certifies the keyless service's CI (nil without the Keyless lane).
+	sigstore *verifytest.Sigstore
+}
+
+// Lanes lists the pipeline's Stage keys in order: Lanes, then Keyless when it has that lane.
+func (p *Pipeline) Lanes() []string {
+	var out []string
+	for _, lane := range append(slices.Clone(Lanes), Keyless) {
+		if _, ok := p.Stages[lane]; ok {
+			out = append(out, lane)
+		}
+	}
+	return out
 }
 
 // Setup creates, in namespace (created when missing), the pipeline of one service: target
 // namespaces, the cosign key Secret (and the plugin's trust in the key), the engines' objects (at
-// the baseline release) and the four Stages. It returns when everything is created; the Stages
+// the baseline release) and the four Stages (five with Options.KeylessService). It returns when everything is created; the Stages
 // then become Ready on their own.
 func Setup(ctx context.Context, s *localstack.Stack, namespace string, opts Options) (*Pipeline, error) {
 	if err := opts.defaults(); err != nil {
@@ -187,8 +216,7 @@ func Setup(ctx context.Context, s *localstack.Stack, namespace string, opts Opti
 	p.Appliers[Prod] = "Application/" + p.Stages[Prod]
 	p.Appliers[PluginProd] = "Application/" + p.Stages[PluginProd]
 
-	verification := &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: opts.Grace},
-		ProgressDeadline: &metav1.Duration{Duration: opts.ProgressDeadline}}
+	verification := verificationPolicy(opts)
 	registry := func(repo string) stagecoachv1.StageSource {
 		return stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: s.Registry.Repository(repo), Semver: ">=1.0.0",
 			Interval: &metav1.Duration{Duration: opts.RegistryInterval},
@@ -221,7 +249,24 @@ func Setup(ctx context.Context, s *localstack.Stack, namespace string, opts Opti
 			return nil, fmt.Errorf("failed to create Stage %s/%s: %w", namespace, st.Name, err)
 		}
 	}
+	if opts.KeylessService != "" {
+		if err := p.setupKeyless(ctx, verification.DeepCopy()); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// verificationPolicy is every Stage's spec.verification.
+func verificationPolicy(opts Options) *stagecoachv1.VerificationPolicy {
+	grace, deadline := opts.Grace, opts.ProgressDeadline
+	if grace == 0 {
+		grace = time.Second
+	}
+	if deadline == 0 {
+		deadline = 2 * time.Minute
+	}
+	return &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: grace}, ProgressDeadline: &metav1.Duration{Duration: deadline}}
 }
 
 // KeySecret names the Secret holding the cosign public key dev trusts.
@@ -396,7 +441,7 @@ func (p *Pipeline) Promotions(ctx context.Context, env string) ([]stagecoachv1.P
 	}
 	var out []stagecoachv1.Promotion
 	for _, pr := range list.Items {
-		for _, e := range Lanes {
+		for _, e := range p.Lanes() {
 			if (env == "" || env == e) && pr.Spec.Stage == p.Stages[e] {
 				out = append(out, pr)
 			}

@@ -107,7 +107,7 @@ func (w *watcher) poll(ctx context.Context) {
 		return all[i].CreationTimestamp.Before(&all[j].CreationTimestamp) ||
 			(all[i].CreationTimestamp.Equal(&all[j].CreationTimestamp) && all[i].Name < all[j].Name)
 	})
-	for _, env := range Lanes {
+	for _, env := range w.p.Lanes() {
 		st, err := w.p.Stage(ctx, env)
 		if err != nil {
 			continue

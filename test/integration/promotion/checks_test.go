@@ -69,6 +69,9 @@ func TestChecksBeforeApplyAndAfterLanding(t *testing.T) {
 	failed := eventuallyPhase(t, ns, "web-v2", stagecoachv1.PhaseFailed)
 	g.Expect(failed.Status.Message).To(And(HavePrefix("not applied: "), ContainSubstring(`check "ticket" failed`), ContainSubstring("503")))
 	g.Expect(failed.Status.AppliedAt).To(BeNil())
+	// The checks are the last gate of the chain: their verdicts stay on the refused Promotion.
+	g.Expect(failed.Status.Gates).To(ContainElement(And(HaveField("Gate", "check/ticket"), HaveField("Passed", false),
+		HaveField("Message", ContainSubstring("503")))))
 	g.Expect(app.desiredRevision(app.get())).To(Equal(digest(1)))
 
 	// v3 lands, but the plugin denies it: the promote fails and rolls back to v1.

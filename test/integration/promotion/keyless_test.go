@@ -1,6 +1,8 @@
 package promotion
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
@@ -77,4 +80,32 @@ func TestKeylessIdentityGatesRegistryVersions(t *testing.T) {
 	for _, p := range promotionsOf(g, t, ns, "dev") {
 		g.Expect(p.Spec.Version.Digest).NotTo(Equal(digestOf(v2)))
 	}
+}
+
+// The controller may be given the public Sigstore instance's trusted root afresh
+// (--sigstore-trusted-root): a Stage trusting an identity without verify.trustedRoot checks
+// against that root instead of the one shipped with Stagecoach (which the virtual Sigstore's
+// certificates do not chain to).
+func TestKeylessDefaultRootFromTheController(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	sigstore := verifytest.NewSigstore(t)
+	rootFile := filepath.Join(t.TempDir(), "trusted_root.json")
+	g.Expect(os.WriteFile(rootFile, sigstore.TrustedRoot(), 0o600)).To(Succeed())
+
+	v1 := verifytest.PushRandomImage(t, reg.repo, "v1.0.0")
+	sigstore.SignBundle(t, t.Context(), v1, verifytest.GitHubActions("org/payments", "release.yml", "refs/tags/v1.0.0"), verifytest.Keyless{})
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo,
+			Verify: &stagecoachv1.VerifySpec{MatchOIDCIdentity: []stagecoachv1.OIDCIdentityMatch{{
+				Issuer: "^https://token.actions.githubusercontent.com$", Subject: "^https://github.com/org/payments/.+$"}}}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startControllerWith(t, nil, func(o *controller.Options) { o.SigstoreTrustedRoot = rootFile })
+	first := onlyPromotion(t, ns, "dev")
+	g.Expect(first.Spec.Version.Digest).To(Equal(v1[strings.Index(v1, "@")+1:]))
+	app.deploy(first.Spec.Version.Digest, false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
 }

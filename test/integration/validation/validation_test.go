@@ -57,6 +57,11 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 		spec    string
 		wantMsg string
 	}{
+		{name: "applyRef.source on a Kustomization", kind: "Stage", wantMsg: "applyRef.source is only for an Argo CD Application", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Kustomization, name: payments, source: chart}
+source: {upstream: {stage: payments}}`},
 		{name: "stage without source", kind: "Stage", wantMsg: "source must set exactly one of registry, upstream or upstreamRecords", spec: `
 service: payments
 environment: prod
@@ -284,6 +289,11 @@ service: payments
 environment: dev
 applyRef: {kind: OCIRepository, name: payments}
 source: {registry: {repository: registry.example/deploy/payments, semver: ">=1.0.0", interval: 1m30s, verify: {secretRef: {name: cosign-keys}}}}`},
+		{name: "stage promoting one source of a multi-source Application", kind: "Stage", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments, source: chart}
+source: {upstream: {stage: payments}}`},
 		{name: "stage following records", kind: "Stage", spec: `
 service: payments
 environment: prod

@@ -73,7 +73,7 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 	}()
 	say("local stack up in %s (logs in %s)", time.Since(start).Round(time.Second), s.LogDir)
 
-	p, err := pipeline.Setup(ctx, s, "demo", pipeline.Options{Service: "payments"})
+	p, err := pipeline.Setup(ctx, s, "demo", pipeline.Options{Service: "payments", KeylessService: "ledger"})
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,10 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		"pipeline for service checkout (its image) in the same namespace:\n" +
 		"    prod    Argo CD Application on a git repository, rendered by the Stagecoach plugin in Argo CD's cmp-server,\n" +
 		"            which pins the image to the promoted digest after checking its signature; takes the newest signed\n" +
-		"            image >=1.0.0 from the registry once one person approves")
+		"            image >=1.0.0 from the registry once one person approves\n" +
+		"pipeline for service ledger:\n" +
+		"    dev     Flux OCIRepository; takes the newest release signed keyless by its release workflow (a CI identity,\n" +
+		"            certified by a Sigstore running in this process), trusting no key file")
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -114,6 +117,16 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		return err
 	}
 	say("checkout runs %s@%s in prod (kubectl get podtemplate checkout -n %s -o yaml)", p.PluginImage(), checkout, p.Targets[pipeline.PluginProd])
+
+	say("pushing the ledger release v1.0.0, signed keyless by its release workflow")
+	ledger, err := p.PushKeyless(ctx, "v1.0.0", p.KeylessIdentity("v1.0.0"))
+	if err != nil {
+		return err
+	}
+	if err := waitVerified(ctx, p, pipeline.Keyless, ledger); err != nil {
+		return err
+	}
+	say("ledger v1.0.0 runs in dev: its signature gate names the workflow that signed it (stagecoach plan below)")
 
 	say("pushing v1.1.0, unsigned")
 	v11, err := p.Push(ctx, "v1.1.0", p.Manifests("v1.1.0"), pipeline.Unsigned)
