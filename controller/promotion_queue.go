@@ -104,11 +104,17 @@ func (run *promotionRun) abort(ctx context.Context, a, running *stagecoachv1.Pro
 	return run.status.finish(ctx, a, stagecoachv1.PhaseSucceeded, fmt.Sprintf("Promotion %s aborted", running.Name))
 }
 
-// control carries out a Freeze or Unfreeze Promotion at once.
+// control carries out a Freeze or Unfreeze Promotion at once. The Stage's status is saved before
+// the Promotion finishes (as abort does): a finished control is never run again, so a Stage write
+// lost after it (a conflict under load) would lose the Freeze or Unfreeze for good; run again,
+// either is idempotent.
 func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion) error {
 	stage := run.stage
 	if p.Spec.Action == stagecoachv1.ActionFreeze {
 		run.setFrozen(stagecoachv1.ReasonFrozenByPromotion, fmt.Sprintf("frozen by Promotion %s: %s", p.Name, p.Spec.Reason))
+		if err := run.commit(ctx); err != nil {
+			return err
+		}
 		run.event(stage, corev1.EventTypeNormal, stagecoachv1.EventFrozen, "Stage %s frozen by Promotion %s", stage.Name, p.Name)
 		return run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, "the Stage is frozen")
 	}
@@ -116,13 +122,15 @@ func (run *promotionRun) control(ctx context.Context, p *stagecoachv1.Promotion)
 	message := "the Stage is unfrozen"
 	// A person looked at what someone else wrote to the applier and accepts it: the next
 	// promote may write over it.
-	if run.rollout == nil || run.obj == nil {
-		// The applier cannot be read now: there is nothing written to accept.
-		return run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, message)
+	// The applier cannot be read now (no rollout): there is nothing written to accept.
+	if run.rollout != nil && run.obj != nil {
+		if current := run.rollout.revision(run); current != stage.Status.LastAppliedDigest {
+			stage.Status.LastAppliedDigest = current
+			message += fmt.Sprintf("; %q on %s '%s' is accepted as written", current, run.obj.GetKind(), run.obj.GetName())
+		}
 	}
-	if current := run.rollout.revision(run); current != stage.Status.LastAppliedDigest {
-		stage.Status.LastAppliedDigest = current
-		message += fmt.Sprintf("; %q on %s '%s' is accepted as written", current, run.obj.GetKind(), run.obj.GetName())
+	if err := run.commit(ctx); err != nil {
+		return err
 	}
 	return run.status.finish(ctx, p, stagecoachv1.PhaseSucceeded, message)
 }
