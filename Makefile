@@ -34,7 +34,7 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code, CRDs and RBAC from the API t
 	@# The Helm chart's copies (test/install checks them).
 	cp manifests/crds/*.yaml charts/stagecoach/crds/
 	cp manifests/rbac/role.yaml charts/stagecoach/files/clusterrole.yaml
-	cp manifests/policies/application-guard.yaml manifests/policies/approval-guard.yaml manifests/policies/stage-status-guard.yaml manifests/policies/flux-guard.yaml charts/stagecoach/files/policies/
+	cp manifests/policies/application-guard.yaml manifests/policies/approval-guard.yaml manifests/policies/stage-status-guard.yaml manifests/policies/flux-guard.yaml manifests/policies/optional/stage-author-stamp.yaml charts/stagecoach/files/policies/
 	cp manifests/monitoring/servicemonitor.yaml manifests/monitoring/prometheusrule.yaml manifests/monitoring/grafana-dashboard.json charts/stagecoach/files/monitoring/
 
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go manifests/crds manifests/rbac charts/stagecoach/crds charts/stagecoach/files

@@ -96,14 +96,13 @@ func (a applierRollout) step(ctx context.Context, run *promotionRun, p *stagecoa
 	case plan.StepVerify:
 		// Without a grace period, landing and verifying are one step.
 		run.markLanded(p, d.Message)
-		if applier.PinsTag(a.applier, run.obj) {
-			moved, err := run.tagMoved(ctx, p)
-			if err != nil {
-				return 0, err
-			}
-			if moved != "" {
-				return 0, run.finishFailed(ctx, p, stagecoachv1.ReasonTagMoved, "landed, but "+moved)
-			}
+		// A chart given by version: its tag must still name the digest (promotion_chart.go).
+		moved, err := run.tagMoved(ctx, a.applier, p)
+		if err != nil {
+			return 0, err
+		}
+		if moved != "" {
+			return 0, run.finishFailed(ctx, p, stagecoachv1.ReasonTagMoved, "landed, but "+moved)
 		}
 		return 0, run.verify(ctx, p, d.Message)
 	case plan.StepFail:
@@ -140,31 +139,6 @@ func (run *promotionRun) markLanded(p *stagecoachv1.Promotion, evidence string) 
 // (applier.ArgoCDApplication.AlreadyLive).
 type alreadyLiveChecker interface {
 	AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (string, bool)
-}
-
-// tagMoved checks, once a version given to the engine by its tag (a chart version) landed, that
-// the tag still points at the digest Stagecoach verified before the write: the engine resolved
-// the tag itself when it pulled, and a tag pushed again in between runs something nobody
-// verified. It says how the tag moved ("" when it did not). Without a registry source up the
-// chain there is nothing to ask, as the Stage's Mediated condition says.
-func (run *promotionRun) tagMoved(ctx context.Context, p *stagecoachv1.Promotion) (string, error) {
-	head := run.r.registryStage(ctx, run.stage)
-	if head == nil || run.r.registrySource == nil {
-		return "", nil
-	}
-	version := p.Status.Version
-	repo := head.Spec.Source.Registry.Repository
-	now, err := run.r.registrySource.Resolve(ctx, head, version.Tag)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("failed to check tag %q of %s again after %s landed in Stage %q: %w", version.Tag, repo, version.Digest, run.stage.Name, err)
-	case now == "":
-		return fmt.Sprintf("tag %q of %s is gone: what the engine pulled for it cannot be checked against the verified %s", version.Tag, repo, version.Digest), nil
-	case now != version.Digest:
-		return fmt.Sprintf("tag %q of %s now points at %s, not the verified %s: it was pushed again, so the engine may run a version nobody verified",
-			version.Tag, repo, now, version.Digest), nil
-	}
-	return "", nil
 }
 
 // verify runs the verification checks of a version that landed and held, then finishes the
@@ -212,6 +186,11 @@ func (a applierRollout) apply(ctx context.Context, run *promotionRun, p *stageco
 		// Written before a restart: writing again would only wake the engine for nothing.
 		stage.Status.LastAppliedDigest = digest
 		return true, run.annotate(ctx, p, stagecoachv1.PhaseRunning)
+	}
+	// A chart given by version: its tag must name the digest where the engine pulls it
+	// (promotion_chart.go); a Rollback, which skips the gates, too.
+	if refused, err := run.checkTagBeforeWrite(ctx, a.applier, p); err != nil || refused {
+		return false, err
 	}
 	if err := run.saveAdoption(ctx); err != nil {
 		return false, err

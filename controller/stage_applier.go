@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,6 +41,10 @@ type applierVerdict struct {
 	unmediated *applier.Problem
 	// generic is set for a kind without a built-in applier (spec.applyRef.set).
 	generic bool
+	// byVersion says how a chart given by version is checked (stage_chart.go); recheck is when
+	// to check the running version's tag again (0: no need).
+	byVersion string
+	recheck   time.Duration
 }
 
 // checkEngine applies the engine's own rules to a readable, labelled applier.
@@ -76,6 +81,8 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
 	case v.rollout() == nil || !v.ready:
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
+	case v.engine != nil && applier.PinsTag(v.engine, v.obj) && v.byVersion != "":
+		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion, v.byVersion)
 	case v.engine != nil && applier.PinsTag(v.engine, v.obj):
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion,
 			fmt.Sprintf("%s '%s/%s' is given the chart version, not the digest: the engine resolves the version itself, so Stagecoach checks the digest behind it before it writes and again when it lands (a version pushed again fails the Promotion, which rolls back)",

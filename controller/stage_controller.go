@@ -76,6 +76,7 @@ type StageReconciler struct {
 	schemas        schemaChecks
 	verdicts       *verify.Cache
 	registrySource *registry.Source
+	charts         chartRechecks
 	watcher        *applierWatcher
 	fleet          *fleetWatches
 	hookEvents     chan event.GenericEvent
@@ -116,6 +117,7 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if apierrors.IsNotFound(err) {
 			r.checks.retain(req.NamespacedName, nil) // a deleted Stage's checks stop
 			r.schemas.forget(req.NamespacedName)
+			r.charts.forget(req.NamespacedName)
 			if r.Follower != nil {
 				r.Follower.Forget(req.NamespacedName)
 			}
@@ -187,7 +189,8 @@ func (r *StageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// Records follow what the Promotions did; writing them never holds the Promotions back.
 	requeue = plan.Soonest(requeue, r.recordSteps(ctx, stage, writer.commit))
 	r.followerStatus(stage)
-	return ctrl.Result{RequeueAfter: requeue}, err
+	// A chart given by version: its tag is checked again while the version runs (stage_chart.go).
+	return ctrl.Result{RequeueAfter: plan.Soonest(requeue, verdict.recheck)}, err
 }
 
 func (r *StageReconciler) clock() clock.PassiveClock {

@@ -32,7 +32,10 @@ func (r *StageReconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.
 		}
 		v.engine = app
 		v.checkEngine(stage)
-		return r.checkGenerator(ctx, stage, v) // an Application's ApplicationSet (stage_appset.go)
+		if err := r.checkGenerator(ctx, stage, v); err != nil { // an Application's ApplicationSet (stage_appset.go)
+			return err
+		}
+		return r.checkChart(ctx, stage, v) // a chart given by version (stage_chart.go)
 	case v.gvk.GroupKind() == applicationSetGVK.GroupKind():
 		// A fleet: its Applications are promoted wave by wave (stage_fleet.go).
 		return r.chooseFleet(ctx, stage, v)

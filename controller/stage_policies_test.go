@@ -30,7 +30,7 @@ func TestApplyGuarded(t *testing.T) {
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: actions}}
 	}
 	deny, audit, warn := admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn
-	const app, requester, author = "application-guard.stagecoach.dev", "promotion-requester-guard.stagecoach.dev", "stage-author-guard.stagecoach.dev"
+	const app, create, requester, author = "application-guard.stagecoach.dev", "application-create-guard.stagecoach.dev", "promotion-requester-guard.stagecoach.dev", "stage-author-guard.stagecoach.dev"
 	cases := []struct {
 		name       string
 		kind       string
@@ -40,14 +40,14 @@ func TestApplyGuarded(t *testing.T) {
 		wantReason string
 		wantMsg    string
 	}{
-		{name: "installed and denying", kind: "Application", objs: []client.Object{vap(app), binding(app, deny, audit), vap(requester), binding(requester, deny)},
+		{name: "installed and denying", kind: "Application", objs: []client.Object{vap(app), binding(app, deny, audit), vap(create), binding(create, deny), vap(requester), binding(requester, deny)},
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled},
 		{name: "nothing installed", kind: "Application",
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
-			wantMsg: "admission policies application-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev are not installed and bound to deny"},
-		{name: "bound only to warn: not enforced", kind: "Application", objs: []client.Object{vap(app), binding(app, warn, audit), vap(requester), binding(requester, deny)},
+			wantMsg: "admission policies application-guard.stagecoach.dev, application-create-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev are not installed and bound to deny"},
+		{name: "bound only to warn: not enforced", kind: "Application", objs: []client.Object{vap(app), binding(app, warn, audit), vap(create), binding(create, deny), vap(requester), binding(requester, deny)},
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing, wantMsg: "admission policy application-guard.stagecoach.dev is not installed"},
-		{name: "a binding without its policy", kind: "Application", objs: []client.Object{binding(app, deny), vap(requester), binding(requester, deny)},
+		{name: "a binding without its policy", kind: "Application", objs: []client.Object{binding(app, deny), vap(create), binding(create, deny), vap(requester), binding(requester, deny)},
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing},
 		{name: "not allowed to look", kind: "Application", forbidden: true,
 			wantStatus: metav1.ConditionUnknown, wantReason: stagecoachv1.ReasonPoliciesUnreadable, wantMsg: "grant its service account list on validatingadmissionpolicies"},

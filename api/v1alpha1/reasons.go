@@ -46,11 +46,25 @@ const (
 	ReasonPoliciesMissing    = "PoliciesMissing"
 	ReasonPoliciesUnreadable = "PoliciesUnreadable"
 	// ReasonMediatedByVersion: Mediated=True for an applier given a chart version, not a digest
-	// (applier.TagPinned): the digest behind it is checked before the write and at landing.
+	// (applier.TagPinned) whose chart comes from the repository where the Stage's versions are
+	// judged: the tag is resolved there before the write, at landing and while it runs.
 	ReasonMediatedByVersion = "MediatedByVersion"
 	// ReasonTagMoved: the tag a Promotion gave the engine points at another digest than the one
-	// verified (pushed again), found when it landed: the Promotion fails and rolls back.
+	// verified (pushed again): found when it landed, the Promotion fails and rolls back; found
+	// while the verified version runs (or a HelmRelease's newest release is another chart), the
+	// Stage is Mediated=False and automation holds.
 	ReasonTagMoved = "TagMoved"
+	// ReasonTagMismatch: before the write, the tag of a Promotion (or Rollback) given to the
+	// engine as a chart version does not name the Promotion's digest where the engine pulls it:
+	// the Promotion fails with nothing written.
+	ReasonTagMismatch = "TagMismatch"
+	// ReasonChartNotInRegistry: Mediated=False for an applier given a chart version whose chart
+	// does not come from an OCI registry (an HTTPS Helm repository, a Git source): nothing ties the
+	// version to a digest, so Promotions by version are refused.
+	ReasonChartNotInRegistry = "ChartNotInRegistry"
+	// ReasonChartRepositoryMismatch: Mediated=False for an applier given a chart version whose
+	// chart repository is not the repository where the Stage's versions are judged.
+	ReasonChartRepositoryMismatch = "ChartRepositoryMismatch"
 	// ReasonCompletionFailed: spec.completion's failed rule matched.
 	ReasonCompletionFailed = "CompletionFailed"
 	// ReasonDependencyCycle: spec.dependsOn leads back to the Stage.

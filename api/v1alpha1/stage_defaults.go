@@ -24,7 +24,10 @@ const (
 // The admission policies (manifests/policies) that keep anyone but Stagecoach from changing
 // what a Stage's applier runs, and guard what its gates trust.
 const (
-	PolicyApplication        = "application-guard.stagecoach.dev"
+	PolicyApplication = "application-guard.stagecoach.dev"
+	// PolicyApplicationCreate judges what a labelled Application may run when it is created (or
+	// labelled) against its Stage's judged digests (an app-of-apps re-create, an ApplicationSet's).
+	PolicyApplicationCreate  = "application-create-guard.stagecoach.dev"
 	PolicyApplicationSet     = "applicationset-guard.stagecoach.dev"
 	PolicyFluxOCIRepository  = "flux-ocirepository-guard.stagecoach.dev"
 	PolicyFluxKustomization  = "flux-kustomization-guard.stagecoach.dev"
@@ -47,10 +50,10 @@ type BuiltinApplier struct {
 // kind lists of the CEL rules on StageSpec and ApplierReference read it.
 var builtinAppliers = []BuiltinApplier{
 	{GroupVersionKind: schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"},
-		Guards: []string{PolicyApplication}},
+		Guards: []string{PolicyApplication, PolicyApplicationCreate}},
 	// A fleet: the Applications it owns are promoted wave by wave, each guarded as an Application.
 	{GroupVersionKind: schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationSet"},
-		Guards: []string{PolicyApplicationSet, PolicyApplication}},
+		Guards: []string{PolicyApplicationSet, PolicyApplication, PolicyApplicationCreate}},
 	{GroupVersionKind: schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"},
 		Guards: []string{PolicyFluxOCIRepository}},
 	{GroupVersionKind: schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"},

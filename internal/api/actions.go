@@ -133,6 +133,15 @@ func (s *Server) approve(r *http.Request, c client.Client, stage *stagecoachv1.S
 	a, err := cli.Approve(r.Context(), c, cli.ApproveOptions{Namespace: stage.Namespace, Stage: stage.Name,
 		Digest: body.Digest, Comment: body.Comment}, out)
 	if err != nil {
+		if policy := stage.Spec.Promotion; !s.opts.TrustGroupsHeader && policy != nil && policy.Approvals != nil && len(policy.Approvals.Groups) > 0 {
+			// Say why the groups the person has in Argo CD did not count, and where an approval
+			// that counts can be given.
+			return nil, fmt.Errorf("%w. The Stagecoach API acts as you without your Argo CD groups: this controller does not take "+
+				"Argocd-User-Groups (--api-trust-argocd-groups is off, as it must be while Argo CD has local accounts or anonymous access, "+
+				"whose requests carry a group header of their own). Approve as yourself against the cluster "+
+				"(stagecoach approve %s -n %s), where your Kubernetes groups count, or ask an administrator to bind your user name to a role that may approve",
+				err, stage.Name, stage.Namespace)
+		}
 		return nil, err
 	}
 	return &Created{Kind: "Approval", Namespace: a.Namespace, Name: a.Name}, nil

@@ -86,7 +86,7 @@ func (a ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *
 	}
 	if unpinned := unpinnedSources(obj, p); len(unpinned) > 0 {
 		return nil, &Problem{Reason: stagecoachv1.ReasonSourceUnpinned, Message: fmt.Sprintf(
-			"%s renders %s besides the promoted %s: pin each to a commit SHA or a digest, since what it points at decides what runs too",
+			"%s renders %s besides the promoted %s: pin each (a Git source to a commit SHA, an OCI source to a digest) and read value files through a pinned source ($ref/...), since what they point at decides what runs too",
 			name, strings.Join(unpinned, ", "), p.path())}
 	}
 	return nil, nil

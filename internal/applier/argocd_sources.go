@@ -132,12 +132,50 @@ func sourceLabels(list []any) string {
 	return strings.Join(labels, ", ")
 }
 
-// immutableRevision: a Git commit SHA (SHA-1 or SHA-256) or an OCI digest; a branch, a tag, a
-// chart version or HEAD can move.
-var immutableRevision = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64}|sha256:[0-9a-f]{64})$`)
+// Revisions nobody can move, by the kind of source that reads them: a registry resolves a tag
+// (even one of 40 hex digits) at every render, so an OCI source (a chart from an OCI registry
+// too) is pinned only by its digest; Argo CD takes a 40-hex Git revision as a commit, but looks
+// a 64-hex one up among the repository's refs first (a branch or tag of that name wins), so a Git
+// source is pinned only by a SHA-1 commit. A chart version from a chart repository can be pushed
+// again: never a pin.
+var (
+	ociPinned = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	gitPinned = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
 
-// unpinnedSources names the sources besides the promoted one whose revision can move (each
-// decides what runs as much as the digest does); none when every one is pinned.
+// pinned reports whether the source's revision cannot move, and why not when it can.
+func pinned(source map[string]any) (string, bool) {
+	repoURL, _ := source["repoURL"].(string)
+	rev, _ := source["targetRevision"].(string)
+	chart, _ := source["chart"].(string)
+	switch {
+	case strings.HasPrefix(repoURL, "oci://"):
+		return "an OCI source is pinned only by a digest (sha256:...)", ociPinned.MatchString(rev)
+	case chart != "":
+		return "a chart version from a chart repository can be pushed again", false
+	default:
+		return "a Git source is pinned only by a 40-hex commit SHA", gitPinned.MatchString(rev)
+	}
+}
+
+// remoteValueFiles names a source's Helm value files read from a URL: what the URL serves can
+// change at any render, whatever the revision.
+func remoteValueFiles(source map[string]any) []string {
+	files, _, _ := unstructured.NestedFieldNoCopy(source, "helm", "valueFiles")
+	list, _ := files.([]any)
+	var remote []string
+	for _, f := range list {
+		s, _ := f.(string)
+		if strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") {
+			remote = append(remote, s)
+		}
+	}
+	return remote
+}
+
+// unpinnedSources names what a multi-source Application renders besides the promoted source that
+// can move: another source's revision, or its Helm value files from a URL (each decides
+// what runs as much as the digest does); none when nothing can.
 func unpinnedSources(obj *unstructured.Unstructured, p promoted) []string {
 	if p.index < 0 {
 		return nil
@@ -146,15 +184,19 @@ func unpinnedSources(obj *unstructured.Unstructured, p promoted) []string {
 	var unpinned []string
 	for i, s := range sources.([]any) {
 		if i == p.index {
+			// Its own value files are judged with its other render fields (Validate).
 			continue
 		}
 		m, _ := s.(map[string]any)
+		for _, url := range remoteValueFiles(m) {
+			unpinned = append(unpinned, fmt.Sprintf("spec.sources[%d] %s value file %s (a URL serves what it likes)", i, sourceLabel(m), url))
+		}
 		rev, _ := m["targetRevision"].(string)
-		if !immutableRevision.MatchString(rev) {
+		if why, ok := pinned(m); !ok {
 			if rev == "" {
 				rev = "HEAD"
 			}
-			unpinned = append(unpinned, fmt.Sprintf("spec.sources[%d] %s at %q", i, sourceLabel(m), rev))
+			unpinned = append(unpinned, fmt.Sprintf("spec.sources[%d] %s at %q (%s)", i, sourceLabel(m), rev, why))
 		}
 	}
 	return unpinned

@@ -36,7 +36,7 @@ func TestArgoCDValidateMultiSource(t *testing.T) {
 		{name: "the values on a branch", source: "chart",
 			spec: `{sources: [{name: chart, repoURL: oci://r/charts/web, helm: {valueFiles: [$values/prod/values.yaml]}},
 			  {repoURL: https://git/config.git, targetRevision: main, ref: values}], syncPolicy: {automated: {}}}`,
-			wantUnmediated: "SourceUnpinned", wantMessageContain: `renders spec.sources[1] "https://git/config.git" at "main" besides the promoted spec.sources[0]`},
+			wantUnmediated: "SourceUnpinned", wantMessageContain: `renders spec.sources[1] "https://git/config.git" at "main" (a Git source is pinned only by a 40-hex commit SHA) besides the promoted spec.sources[0]`},
 		{name: "another source at HEAD", source: "chart",
 			spec:           `{sources: [{name: chart, repoURL: oci://r/charts/web}, {name: extra, repoURL: https://git/extra.git, path: x}], syncPolicy: {automated: {}}}`,
 			wantUnmediated: "SourceUnpinned", wantMessageContain: `spec.sources[1] "extra" (https://git/extra.git) at "HEAD"`},
@@ -45,6 +45,26 @@ func TestArgoCDValidateMultiSource(t *testing.T) {
 		{name: "a chart version is not a pin", source: "app",
 			spec:           `{sources: [{name: app, repoURL: oci://r/app}, {repoURL: https://charts.example, chart: redis, targetRevision: 19.0.1}], syncPolicy: {automated: {}}}`,
 			wantUnmediated: "SourceUnpinned", wantMessageContain: `at "19.0.1"`},
+		// Issue 37 item 6: a pin is judged by the kind of source that reads it.
+		{name: "a 40-hex tag of an OCI source is not a pin", source: "chart",
+			spec:           `{sources: [{name: chart, repoURL: oci://r/charts/web}, {repoURL: oci://r/extra, targetRevision: "` + commitSHA + `"}], syncPolicy: {automated: {}}}`,
+			wantUnmediated: "SourceUnpinned", wantMessageContain: `spec.sources[1] "oci://r/extra" at "` + commitSHA + `" (an OCI source is pinned only by a digest`},
+		{name: "a 64-hex Git revision is looked up among refs first: not a pin", source: "chart",
+			spec:           `{sources: [{name: chart, repoURL: oci://r/charts/web}, {repoURL: https://git/extra.git, targetRevision: "` + d2[len("sha256:"):] + `"}], syncPolicy: {automated: {}}}`,
+			wantUnmediated: "SourceUnpinned", wantMessageContain: `(a Git source is pinned only by a 40-hex commit SHA)`},
+		{name: "a digest on a Git source is not a pin", source: "chart",
+			spec:           `{sources: [{name: chart, repoURL: oci://r/charts/web}, {repoURL: https://git/extra.git, targetRevision: "` + d2 + `"}], syncPolicy: {automated: {}}}`,
+			wantUnmediated: "SourceUnpinned", wantMessageContain: `spec.sources[1] "https://git/extra.git" at "` + d2 + `"`},
+		{name: "a chart from a chart repository at a digest-looking version is not a pin", source: "app",
+			spec:           `{sources: [{name: app, repoURL: oci://r/app}, {repoURL: https://charts.example, chart: redis, targetRevision: "` + commitSHA + `"}], syncPolicy: {automated: {}}}`,
+			wantUnmediated: "SourceUnpinned", wantMessageContain: `(a chart version from a chart repository can be pushed again)`},
+		{name: "another pinned source's value file from a URL", source: "app",
+			spec: `{sources: [{name: app, repoURL: oci://r/app}, {repoURL: https://git/config.git, targetRevision: ` + commitSHA + `, path: charts/x,
+			  helm: {valueFiles: [values.yaml, "https://values.example/prod.yaml"]}}], syncPolicy: {automated: {}}}`,
+			wantUnmediated: "SourceUnpinned", wantMessageContain: `spec.sources[1] "https://git/config.git" value file https://values.example/prod.yaml (a URL serves what it likes)`},
+		{name: "another pinned source's value files in its repository", source: "app",
+			spec: `{sources: [{name: app, repoURL: oci://r/app}, {repoURL: https://git/config.git, targetRevision: ` + commitSHA + `, path: charts/x,
+			  helm: {valueFiles: [values.yaml]}}], syncPolicy: {automated: {}}}`},
 		{name: "value files inside the chart count as on one source", source: "chart",
 			spec:           `{sources: [{name: chart, repoURL: oci://r/charts/web, helm: {valueFiles: [prod.yaml]}}], syncPolicy: {automated: {}}}`,
 			wantUnmediated: "NotMediated", wantMessageContain: "spec.sources[0].helm.valueFiles"},
@@ -143,6 +163,9 @@ func TestArgoCDObserveMultiSource(t *testing.T) {
 	pluginSecond := `spec: {sources: [{repoURL: https://git/config.git, targetRevision: ` + commitSHA + `, ref: values},
 	  {name: chart, repoURL: https://git/app.git, plugin: {name: stagecoach}}]}
 `
+	chartSecond := `spec: {sources: [{repoURL: https://git/config.git, targetRevision: ` + commitSHA + `, ref: values},
+	  {name: chart, repoURL: oci://r/charts/web, targetRevision: "` + d2 + `", helm: {valueFiles: [$values/prod/values.yaml]}}]}
+`
 	pluginStatus := func(digest string) string {
 		sources := `[{repoURL: https://git/config.git}, {repoURL: https://git/app.git, plugin: {env: [{name: STAGECOACH_DIGEST, value: "` + digest + `"}]}}]`
 		return `{sync: {status: Synced, revisions: [` + commitSHA + `, 0a1b2c], comparedTo: {sources: ` + sources + `}}, health: {status: Healthy},
@@ -165,6 +188,16 @@ func TestArgoCDObserveMultiSource(t *testing.T) {
 		{name: "sync of the digest failed", app: "spec: " + chartAndValues + "\n",
 			status:    `{operationState: {phase: Failed, message: "boom", operation: {sync: {revisions: ["` + d2 + `", "` + commitSHA + `"]}}}}`,
 			wantPhase: Failed, wantMsg: "ended Failed: boom"},
+		// Issue 37 item 8: with the promoted source first, reading index 0 passed every case above.
+		{name: "an OCI chart second: landed at its index", app: chartSecond, status: landed(commitSHA, d2), wantPhase: Landed},
+		{name: "an OCI chart second: the digest at the values' index is no proof", app: chartSecond, status: landed(d2, commitSHA),
+			wantPhase: Progressing, wantMsg: "waiting for Argo CD to sync"},
+		{name: "an OCI chart second: its sync failed", app: chartSecond,
+			status:    `{operationState: {phase: Failed, message: "boom", operation: {sync: {revisions: ["` + commitSHA + `", "` + d2 + `"]}}}}`,
+			wantPhase: Failed, wantMsg: "ended Failed: boom"},
+		{name: "an OCI chart second: another source's failed sync at the digest is not the chart's", app: chartSecond,
+			status:    `{operationState: {phase: Failed, message: "boom", operation: {sync: {revisions: ["` + d2 + `", "` + d1 + `"]}}}}`,
+			wantPhase: Progressing},
 		{name: "plugin source landed by its env at its index", app: pluginSecond, status: pluginStatus(d2), wantPhase: Landed},
 		{name: "plugin source at the old digest", app: pluginSecond, status: pluginStatus(d1), wantPhase: Progressing},
 	}

@@ -305,7 +305,7 @@ func (h FluxHelmRelease) SetRevision(obj *unstructured.Unstructured, v Version, 
 		if v.Tag == "" {
 			return fmt.Errorf("%s takes the version as its chart version, but %s has no tag", describeKind(obj), v.Digest)
 		}
-		value = strings.TrimPrefix(v.Tag, "v")
+		value = fluxChartVersion(v.Tag)
 		a := obj.GetAnnotations()
 		if a == nil {
 			a = map[string]string{}
@@ -337,6 +337,10 @@ func (h FluxHelmRelease) Observe(obj *unstructured.Unstructured, digest string) 
 		switch {
 		case status != "deployed":
 			unproven = fmt.Sprintf("%s: newest release is %s, not deployed", describeKind(obj), status)
+		case h.ValuesKey == "" && sameVersionCore(chartVersion, h.chartVersion(obj)) && h.Revision(obj) == digest && readFluxState(obj).current:
+			// Released for this very generation: a version constraint ignores build metadata, so
+			// a 1.2.3+x pushed since matched the 1.2.3 written.
+			return chartMismatch(obj, chartVersion, h.chartVersion(obj), digest)
 		case h.ValuesKey == "" && chartVersion != h.chartVersion(obj):
 			unproven = fmt.Sprintf("%s: newest release runs chart %s, not %s", describeKind(obj), chartVersion, h.chartVersion(obj))
 		case h.ValuesKey == "" && ociDigest != "" && ociDigest != digest:

@@ -130,7 +130,8 @@ func ChecksDue(in GateInputs) bool {
 	if !asksChecks(in.Stage) {
 		return false
 	}
-	before := ApplyGates[:len(ApplyGates)-1]
+	// Every gate before them, found by name: not "all but the last", which holds only while they are.
+	before := ApplyGates[:slices.IndexFunc(ApplyGates, func(g Gate) bool { return g.Name == stagecoachv1.GateChecks })]
 	if Refusal(before, in) != "" {
 		return false
 	}

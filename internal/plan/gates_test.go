@@ -467,3 +467,27 @@ func TestChecksGate(t *testing.T) {
 		})
 	}
 }
+
+// The checks before apply call out, so they never start for a version the records have not shown
+// published (issue 37: a ChecksDue that skipped the published gate passed every other test).
+func TestChecksDueWaitsForPublished(t *testing.T) {
+	follower := &stagecoachv1.Stage{Spec: stagecoachv1.StageSpec{
+		Source:    stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{Repository: "registry.example/streams", Stream: "payments-staging"}},
+		Promotion: &stagecoachv1.PromotionPolicy{Checks: []stagecoachv1.Check{{Name: "smoke"}}}}}
+	notPublished := &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonNotPublished, Message: "no record shows " + d2 + " verified"}
+	for _, tc := range []struct {
+		name      string
+		published *PublishedVerdict
+		due       bool
+	}{
+		{name: "not checked against the records", published: nil},
+		{name: "the records do not show it yet", published: &PublishedVerdict{Block: notPublished}},
+		{name: "the records rule it out", published: &PublishedVerdict{Block: notPublished, Excluded: true}},
+		{name: "the records show it verified", published: &PublishedVerdict{Evidence: "record 7 verified it"}, due: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(ChecksDue(GateInputs{Stage: follower, Digest: d2, Now: t0, Published: tc.published})).To(Equal(tc.due))
+		})
+	}
+}

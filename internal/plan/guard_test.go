@@ -18,7 +18,7 @@ func TestGuarded(t *testing.T) {
 		}
 		return s
 	}
-	all := map[string]bool{stagecoachv1.PolicyApplication: true, stagecoachv1.PolicyApplicationSet: true, stagecoachv1.PolicyPromotionRequester: true, stagecoachv1.PolicyApproval: true,
+	all := map[string]bool{stagecoachv1.PolicyApplication: true, stagecoachv1.PolicyApplicationCreate: true, stagecoachv1.PolicyApplicationSet: true, stagecoachv1.PolicyPromotionRequester: true, stagecoachv1.PolicyApproval: true,
 		stagecoachv1.PolicyFluxOCIRepository: true, stagecoachv1.PolicyFluxKustomization: true, stagecoachv1.PolicyFluxHelmRelease: true, stagecoachv1.PolicyStageAuthor: true}
 	without := func(names ...string) map[string]bool {
 		m := map[string]bool{}
@@ -41,13 +41,16 @@ func TestGuarded(t *testing.T) {
 	}{
 		{name: "Application, all installed", stage: stage("Application", false), enforced: all,
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled,
-			wantMessage: "admission policies application-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev deny what they guard"},
+			wantMessage: "admission policies application-guard.stagecoach.dev, application-create-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev deny what they guard"},
 		{name: "Application without its guard", stage: stage("Application", false), enforced: without(stagecoachv1.PolicyApplication),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
 			wantMessage: "admission policy application-guard.stagecoach.dev is not installed and bound to deny: anyone who may edit Application 'shop/payments' can change what it runs; install manifests/policies (or the Helm chart with policies.enabled)"},
 		{name: "HelmRelease with approvals, nothing installed", stage: stage("HelmRelease", true), enforced: map[string]bool{},
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
 			wantMessage: "admission policies flux-helmrelease-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev, approval-guard.stagecoach.dev are not installed"},
+		{name: "Application without its create guard", stage: stage("Application", false), enforced: without(stagecoachv1.PolicyApplicationCreate),
+			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
+			wantMessage: "admission policy application-create-guard.stagecoach.dev is not installed and bound to deny"},
 		{name: "ApplicationSet relies on both Argo CD guards", stage: stage("ApplicationSet", false), enforced: without(stagecoachv1.PolicyApplicationSet),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing, wantMessage: "applicationset-guard.stagecoach.dev is not installed"},
 		{name: "OCIRepository", stage: stage("OCIRepository", false), enforced: without(stagecoachv1.PolicyFluxKustomization),

@@ -356,6 +356,9 @@ func TestKeylessVerdictCache(t *testing.T) {
 		otherID := mustNew(t, Options{Identities: []Identity{{Issuer: trustCI.Issuer, Subject: "^https://github.com/org/other/.*$"}},
 			TrustedRoot: sigstore.TrustedRoot(), Cache: cache})
 		otherRoot := mustNew(t, Options{Identities: []Identity{trustCI}, TrustedRoot: other.TrustedRoot(), Cache: cache})
+		// Same subject, another issuer (issue 37: a cache keyed without it reused the verdict).
+		otherIssuer := mustNew(t, Options{Identities: []Identity{{Issuer: "^https://gitlab.example$", Subject: trustCI.Subject}},
+			TrustedRoot: sigstore.TrustedRoot(), Cache: cache})
 
 		ok, err := trusting.Verify(t.Context(), ref)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -366,7 +369,11 @@ func TestKeylessVerdictCache(t *testing.T) {
 		no, err = otherRoot.Verify(t.Context(), ref)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(no.Failure).To(Equal(FailureRoot))
-		g.Expect(cache.Len()).To(Equal(3))
+		no, err = otherIssuer.Verify(t.Context(), ref)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(no.Verified).To(BeFalse(), no.Message)
+		g.Expect(no.Failure).To(Equal(FailureIdentity))
+		g.Expect(cache.Len()).To(Equal(4))
 	})
 
 	t.Run("the order of the identities does not matter", func(t *testing.T) {

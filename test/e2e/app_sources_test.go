@@ -234,8 +234,9 @@ func waitPromotionRolledBack(sc *localstack.Scenario, stage, digest string) (fai
 // TestHelmChartArgoCD: an Argo CD Application installs a Helm chart from the stack's registry,
 // which the repo-server pulls and renders with the helm command. Stagecoach promotes it by chart
 // version (Mediated by version), the digest beside it: 1.0.0 is Verified; 2.0.0, pushed again
-// with other contents before it is promoted, lands as the chart the tag now names, so the
-// Promotion fails (TagMoved) and rolls back to 1.0.0.
+// with other contents after its first digest was judged, is refused before anything is written
+// (TagMismatch): the tag no longer names the digest the Promotion is for. (A push between the
+// write and the pull fails the Promotion at landing, TagMoved: test/integration/promotion.)
 func TestHelmChartArgoCD(t *testing.T) {
 	sc := env.Scenario(t)
 	ctx := sc.Ctx()
@@ -290,47 +291,30 @@ func TestHelmChartArgoCD(t *testing.T) {
 		return
 	}
 
-	t.Run("2.0.0 pushed again fails with TagMoved and rolls back", func(t *testing.T) {
+	t.Run("2.0.0 pushed again before the write is refused (TagMismatch)", func(t *testing.T) {
 		sc := sc.For(t)
 		g := sc.G
-		// Every reason the Stage's Verified condition gives, in order (the failure's is brief: the
-		// rollback follows at once).
-		var reasonsMu sync.Mutex
-		var verifiedReasons []string
-		sc.Watch(stagecoachv1.GroupVersion.String(), "Stage", func(_ time.Time, u *unstructured.Unstructured) {
-			if u.GetName() != name {
-				return
-			}
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == stagecoachv1.ConditionVerified {
-					reason, _ := m["reason"].(string)
-					reasonsMu.Lock()
-					if n := len(verifiedReasons); n == 0 || verifiedReasons[n-1] != reason {
-						verifiedReasons = append(verifiedReasons, reason)
-					}
-					reasonsMu.Unlock()
-				}
-			}
-		})
 		v2 := push("2.0.0", "first")
 		repushed := push("2.0.0", "second")
 		g.Expect(repushed).NotTo(Equal(v2))
 		promoted := time.Now()
-		sc.Promote(name, "2.0.0", v2)
-		failed, rollback, failedSeen, verifiedSeen := waitPromotionRolledBack(sc, name, v2)
-		g.Expect(failed.Status.Message).To(ContainSubstring(`landed, but tag "2.0.0" of ` + sc.Registry.Repository(charts+"/"+chart) +
-			" now points at " + repushed + ", not the verified " + v2))
-		reasonsMu.Lock()
-		g.Expect(verifiedReasons).To(ContainElement(stagecoachv1.ReasonTagMoved), "the Stage never said why 2.0.0 failed")
-		reasonsMu.Unlock()
-		g.Expect(rollback.Spec.Version.Digest).To(Equal(v1))
+		p := sc.Promote(name, "2.0.0", v2)
+		var refused time.Time
+		g.Eventually(func(g Gomega) {
+			got := &stagecoachv1.Promotion{}
+			g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(p), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(stagecoachv1.PhaseFailed), got.Status.Message)
+			g.Expect(got.Status.Message).To(ContainSubstring(`not applied (TagMismatch): tag "2.0.0" of ` + sc.Registry.Repository(charts+"/"+chart) +
+				" names " + repushed + ", not " + v2))
+			g.Expect(got.Status.AppliedAt).To(BeNil())
+			refused = time.Now()
+		}, localstack.WaitTimeout, 100*time.Millisecond).Should(Succeed())
 		s := sc.GetStage(g, name)
 		g.Expect(s.Status.Current.Digest).To(Equal(v1))
-		g.Expect(s.Status.FailedDigests).To(ContainElement(v2))
-		g.Eventually(func(g Gomega) { expectRunning(g, "1.0.0", v1, "first") }, 30*time.Second, time.Second/5).Should(Succeed())
-		report("%-8s 2.0.0 pushed again: failed %s after it was promoted (%s); rolled back to 1.0.0 and Verified %s later",
-			"chart", failedSeen.Sub(promoted).Round(10*time.Millisecond), stagecoachv1.ReasonTagMoved, verifiedSeen.Sub(failedSeen).Round(10*time.Millisecond))
+		g.Expect(s.Status.Hold).NotTo(BeNil())
+		g.Expect(s.Status.Hold.Reason).To(Equal(stagecoachv1.ReasonTagMismatch))
+		g.Consistently(func(g Gomega) { expectRunning(g, "1.0.0", v1, "first") }, 3*time.Second, time.Second/5).Should(Succeed())
+		report("%-8s 2.0.0 pushed again before the write: refused %s after it was promoted (%s), nothing written, 1.0.0 still runs",
+			"chart", refused.Sub(promoted).Round(10*time.Millisecond), stagecoachv1.ReasonTagMismatch)
 	})
 }

@@ -411,6 +411,22 @@ func TestChartValues(t *testing.T) {
 				g.Expect(o.GetKind()).NotTo(HavePrefix("ValidatingAdmissionPolicy"))
 			}
 		}},
+		{name: "the author stamp: not where the cluster does not serve it (auto)", check: func(g *WithT, objs []*unstructured.Unstructured) {
+			g.Expect(find(objs, "MutatingAdmissionPolicy", "stage-author-stamp.stagecoach.dev")).To(BeNil())
+		}},
+		{name: "the author stamp asked for: the policy and its binding, as manifests/policies has them", values: `{policies: {authorStamp: true}}`,
+			check: func(g *WithT, objs []*unstructured.Unstructured) {
+				for _, kind := range []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} {
+					o := find(objs, kind, "stage-author-stamp.stagecoach.dev")
+					g.Expect(o).NotTo(BeNil(), kind)
+					g.Expect(o.GetAPIVersion()).To(Equal("admissionregistration.k8s.io/v1beta1"))
+				}
+				g.Expect(field(find(objs, "MutatingAdmissionPolicyBinding", "stage-author-stamp.stagecoach.dev"), "spec", "policyName")).
+					To(Equal("stage-author-stamp.stagecoach.dev"))
+			}},
+		{name: "the author stamp off", values: `{policies: {authorStamp: false}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
+			g.Expect(find(objs, "MutatingAdmissionPolicy", "stage-author-stamp.stagecoach.dev")).To(BeNil())
+		}},
 		{name: "the engines' identities in the policies", values: `{policies: {argoCD: {applicationController: "system:serviceaccount:gitops:app-ctl"}, flux: {kustomizeController: "system:serviceaccount:flux:kc"}}}`, check: func(g *WithT, objs []*unstructured.Unstructured) {
 			app, _ := yaml.Marshal(field(find(objs, "ValidatingAdmissionPolicy", "application-guard.stagecoach.dev"), "spec"))
 			g.Expect(string(app)).To(And(ContainSubstring("'system:serviceaccount:gitops:app-ctl'"), ContainSubstring("'system:serviceaccount:argocd:argocd-applicationset-controller'")))
@@ -453,6 +469,7 @@ func TestChartCopies(t *testing.T) {
 		{"manifests/policies/approval-guard.yaml", "charts/stagecoach/files/policies/approval-guard.yaml"},
 		{"manifests/policies/stage-status-guard.yaml", "charts/stagecoach/files/policies/stage-status-guard.yaml"},
 		{"manifests/policies/flux-guard.yaml", "charts/stagecoach/files/policies/flux-guard.yaml"},
+		{"manifests/policies/optional/stage-author-stamp.yaml", "charts/stagecoach/files/policies/stage-author-stamp.yaml"},
 		{"manifests/monitoring/servicemonitor.yaml", "charts/stagecoach/files/monitoring/servicemonitor.yaml"},
 		{"manifests/monitoring/prometheusrule.yaml", "charts/stagecoach/files/monitoring/prometheusrule.yaml"},
 		{"manifests/monitoring/grafana-dashboard.json", "charts/stagecoach/files/monitoring/grafana-dashboard.json"},

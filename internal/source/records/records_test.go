@@ -300,6 +300,23 @@ func TestMaxAge(t *testing.T) {
 			g.Expect(v.Block.Message).To(MatchRegexp(tc.wantMsg.String()))
 		})
 	}
+	// Between two reads the view comes from memory; its age still grows (issue 37: staleness not
+	// recomputed on that path let a stream that went quiet pass maxAge until the next read).
+	t.Run("a view read from memory turns stale when maxAge passes", func(t *testing.T) {
+		g := NewWithT(t)
+		stage := f.stage(f.host + "/deploy/payments")
+		stage.Spec.Source.UpstreamRecords.MaxAge = hour
+		s := &Source{Trust: f.tc, Interval: time.Hour}
+		start := time.Now()
+		_, err := s.Offer(t.Context(), stage, start.Add(50*time.Minute))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.State(stage).Reason).To(BeEmpty(), "read within maxAge")
+		offer, err := s.Offer(t.Context(), stage, start.Add(70*time.Minute))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(offer.Block).NotTo(BeNil())
+		g.Expect(offer.Block.Reason).To(Equal(stagecoachv1.ReasonUpstreamStale))
+		g.Expect(s.State(stage).Reason).To(Equal(stagecoachv1.ReasonUpstreamStale))
+	})
 	t.Run("a version the records exclude is still refused for good", func(t *testing.T) {
 		g := NewWithT(t)
 		stage := f.stage(f.host + "/deploy/payments")

@@ -140,8 +140,12 @@ func TestApplicationGuard(t *testing.T) {
 
 	g.Expect(stagecoach.Create(t.Context(), application("payments", false))).To(Succeed())
 	g.Expect(stagecoach.Create(t.Context(), application("billing", true))).To(Succeed())
-	// The applicationset-controller creates the Applications its template (with the label) generates.
-	g.Expect(appSet.Create(t.Context(), application("payments-eu", false))).To(Succeed())
+	// The applicationset-controller creates the Applications its template (with the label) generates,
+	// owned by their ApplicationSet.
+	generated, controls := application("payments-eu", false), true
+	generated.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "payments",
+		UID: "00000000-0000-0000-0000-0000000000e5", Controller: &controls}})
+	g.Expect(appSet.Create(t.Context(), generated)).To(Succeed())
 	g.Expect(stagecoach.Create(t.Context(), application("collected", false))).To(Succeed())
 
 	type change struct {
@@ -229,7 +233,9 @@ func TestApplicationGuard(t *testing.T) {
 		}},
 		{name: "a user deletes it", who: alice, app: "payments", delete: true,
 			wantErr: "Stagecoach-managed Application payments may only be deleted by Stagecoach or a break-glass member (user alice)"},
-		{name: "the applicationset-controller changes the template's path", who: appSet, app: "payments-eu", mutate: setSource("deploy", "path")},
+		// Issue 37 item 2a: a template change reaches a labelled Application only through Stagecoach or break-glass.
+		{name: "the applicationset-controller changes the template's path", who: appSet, app: "payments-eu", mutate: setSource("deploy", "path"),
+			wantErr: "spec.source of Stagecoach-managed Application payments-eu decide what runs and may only be changed by Stagecoach (user " + appSetSA + ")"},
 		{name: "the applicationset-controller resets the digest", who: appSet, app: "payments-eu", mutate: setRevision("1.4.2"),
 			wantErr: "targetRevision of Stagecoach-managed Application payments-eu may only be changed by Stagecoach"},
 		{name: "the applicationset-controller drops the label", who: appSet, app: "payments-eu", mutate: func(u *unstructured.Unstructured) { u.SetLabels(nil) },

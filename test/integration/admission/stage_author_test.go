@@ -16,7 +16,7 @@ import (
 )
 
 // spec.author is who the controller writes a generic applier as, so it must be whoever creates
-// the Stage or changes its applyRef or author, in groups of theirs; other changes keep it.
+// the Stage or changes its applyRef, source or author, in groups of theirs; other changes keep it.
 func TestStageAuthorGuard(t *testing.T) {
 	g := NewWithT(t)
 	grantEveryone(t, "stage-author-writer", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"stages"},
@@ -62,6 +62,20 @@ func TestStageAuthorGuard(t *testing.T) {
 				s.Spec.ApplyRef.Set = []stagecoachv1.FieldSetting{{Path: "/spec/replicas", Value: "{{ .Digest }}"}}
 			},
 			wantErr: "names author tina but is written by bob"},
+		// Issue 37 item 5: {{ .Image }} renders the repository from spec.source.
+		{name: "bob points tina's Stage's source at his own repository", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: "registry.example/bob/web"}}
+			},
+			wantErr: "names author tina but is written by bob"},
+		{name: "bob points tina's Stage at another upstream", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change:  func(s *stagecoachv1.Stage) { s.Spec.Source.Upstream.Stage = "bobs-stage" },
+			wantErr: "whoever sets the applyRef or the source is who the controller writes the applier as"},
+		{name: "bob names himself when he changes the source", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: "registry.example/bob/web"}}
+				s.Spec.Author = &stagecoachv1.StageAuthor{User: "bob"}
+			}},
 		{name: "bob names himself when he changes the applyRef", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change: func(s *stagecoachv1.Stage) {
 				s.Spec.ApplyRef.Name = "platform-widget"

@@ -47,7 +47,8 @@ func TestIdentityIsWhatArgoCDVouchesFor(t *testing.T) {
 			wantCode: 200, wantGroups: []any{}},
 		{name: "her approval does not speak for release-managers", who: mallory, method: "POST", path: approve,
 			body: map[string]any{"digest": candidate}, wantCode: 400,
-			wantMessage: fmt.Sprintf("mallory is in none of the groups that may approve Stage %s/prod (release-managers)", p.prodNS)},
+			wantMessage: fmt.Sprintf("mallory is in none of the groups that may approve Stage %s/prod (release-managers). "+
+				"The Stagecoach API acts as you without your Argo CD groups: this controller does not take Argocd-User-Groups (--api-trust-argocd-groups is off", p.prodNS)},
 		{name: "a system: group she sends is ignored, not impersonated", who: caller{token: token, user: "mallory", groups: "system:masters", app: p.prodApp()},
 			method: "GET", path: "/api/v1/whoami", wantCode: 200, wantGroups: []any{}},
 		{name: "a user name without the user id Argo CD sets with it", who: caller{token: token, user: "release-manager", id: "-", app: p.prodApp()},

@@ -62,7 +62,7 @@ func TestMultiSourceApplication(t *testing.T) {
 		g.Expect(unstructured.SetNestedSlice(u.Object, sources, "spec", "sources")).To(Succeed())
 	})
 	eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionMediated, metav1.ConditionFalse, stagecoachv1.ReasonSourceUnpinned,
-		`spec.sources[1] "https://git.example/config.git" at "main" besides the promoted spec.sources[0]: pin each to a commit SHA or a digest`)
+		`spec.sources[1] "https://git.example/config.git" at "main" (a Git source is pinned only by a 40-hex commit SHA) besides the promoted spec.sources[0]: pin each (a Git source to a commit SHA, an OCI source to a digest)`)
 }
 
 // Without applyRef.source a multi-source Application cannot be promoted, and the Stage says how

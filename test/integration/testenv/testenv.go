@@ -61,6 +61,12 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 		// servers at once): the CRDs are served, just later.
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
+	// MutatingAdmissionPolicy is beta in Kubernetes 1.35 and off by default: on, so that the
+	// admission suite can install manifests/policies/optional/stage-author-stamp.yaml (no other policy
+	// mutates; a cluster without it keeps working as before).
+	env.ControlPlane.GetAPIServer().Configure().
+		Append("feature-gates", "MutatingAdmissionPolicy=true").
+		Append("runtime-config", "admissionregistration.k8s.io/v1beta1=true")
 	cfg, err := env.Start()
 	if err != nil {
 		// Start leaves etcd and the API server running when installing the CRDs fails.
