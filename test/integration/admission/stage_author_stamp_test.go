@@ -92,6 +92,12 @@ func TestStageAuthorStamp(t *testing.T) {
 		g.Expect(authorOf(g, name)).NotTo(BeNil())
 	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 
+	// And stage-author-guard, which this file's tests may be the first to install, refuses.
+	g.Eventually(func() error {
+		probes++
+		return tina.Create(t.Context(), stage(fmt.Sprintf("stamp-probe-%d", probes), &stagecoachv1.StageAuthor{User: "alice"}))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("names author alice but is written by tina")))
+
 	tinaAuthor := &stagecoachv1.StageAuthor{User: "tina", Groups: []string{"team-a", "system:authenticated"}}
 	argoAuthor := &stagecoachv1.StageAuthor{User: argoCDSA, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:argocd", "system:authenticated"}}
 	// A Git copy as Argo CD applies it server-side: no author.
