@@ -28,11 +28,11 @@ type chartTag struct {
 // resolveVersionTag resolves the tag the engine pulls for the version; nil when the applier is
 // given the digest itself. A chart from no OCI registry comes back with src.Repository "".
 func (run *promotionRun) resolveVersionTag(ctx context.Context, engine applier.Applier, v *stagecoachv1.VersionReference) (*chartTag, error) {
-	src, puller, ok, err := run.r.chartSource(ctx, engine, run.obj)
+	src, ok, err := run.r.chartSource(ctx, engine, run.obj)
 	if err != nil || !ok {
 		return nil, err
 	}
-	t := &chartTag{src: src, tag: puller.PulledTag(v.Tag)}
+	t := &chartTag{src: src, tag: engine.PulledTag(v.Tag)}
 	if src.Repository == "" || v.Tag == "" {
 		return t, nil
 	}

@@ -63,10 +63,10 @@ func (applierRollout) phaseOnApplier() bool { return true }
 func (a applierRollout) step(ctx context.Context, run *promotionRun, p *stagecoachv1.Promotion) (time.Duration, error) {
 	stage, version := run.stage, p.Status.Version
 	obs := a.applier.Observe(run.obj, version.Digest)
-	if live, ok := a.applier.(alreadyLiveChecker); ok && obs.Phase == applier.Progressing && p.Status.AppliedAt != nil {
+	if obs.Phase == applier.Progressing && p.Status.AppliedAt != nil {
 		// A rollback after a sync the cluster refused: Argo CD finds the old version running and
 		// starts no sync, so the proof is its comparison after the write.
-		if at, ok := live.AlreadyLive(run.obj, version.Digest, p.Status.AppliedAt.Time); ok {
+		if at, ok := a.applier.AlreadyLive(run.obj, version.Digest, p.Status.AppliedAt.Time); ok {
 			obs = applier.Observation{Phase: applier.Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf(
 				"Argo CD compared it at %s after the write: Synced at %s and Healthy, nothing to sync (the cluster already ran it)", at, version.Digest)}
 		}
@@ -135,12 +135,6 @@ func (run *promotionRun) markLanded(p *stagecoachv1.Promotion, evidence string) 
 	run.announce(p, corev1.EventTypeNormal, stagecoachv1.EventLanded, msg, msg)
 }
 
-// alreadyLiveChecker is an applier that can prove a version live without a sync of it
-// (applier.ArgoCDApplication.AlreadyLive).
-type alreadyLiveChecker interface {
-	AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (string, bool)
-}
-
 // verify runs the verification checks of a version that landed and held, then finishes the
 // Promotion as verified, or as failed when a check failed.
 func (run *promotionRun) verify(ctx context.Context, p *stagecoachv1.Promotion, evidence string) error {
@@ -196,8 +190,12 @@ func (a applierRollout) apply(ctx context.Context, run *promotionRun, p *stageco
 		return false, err
 	}
 	version := applier.Version{Digest: digest, Tag: p.Status.Version.Tag}
-	if ssa, ok := a.applier.(serverSideApplier); ok {
-		return run.applyServerSide(ctx, p, ssa, version)
+	cfg, err := a.applier.ApplyConfiguration(run.obj, version)
+	if err != nil {
+		return false, fmt.Errorf("failed to render spec.applyRef.set of Stage %q for %s: %w", run.stage.Name, version.Digest, err)
+	}
+	if cfg != nil {
+		return run.applyServerSide(ctx, p, cfg, version)
 	}
 	orig := annotationBase(run.obj)
 	if err := a.applier.SetRevision(run.obj, version, run.now); err != nil {
@@ -213,19 +211,9 @@ func (a applierRollout) apply(ctx context.Context, run *promotionRun, p *stageco
 	return true, run.commit(ctx)
 }
 
-// serverSideApplier is an applier whose version is written by server-side apply of exactly the
-// fields it names (the generic applier of spec.applyRef.set).
-type serverSideApplier interface {
-	ApplyConfiguration(obj *unstructured.Unstructured, v applier.Version) (*unstructured.Unstructured, error)
-}
-
 // applyServerSide writes the version's fields with Stagecoach's field manager, taking them over
 // from whoever set them before (the Stage owns them from now on).
-func (run *promotionRun) applyServerSide(ctx context.Context, p *stagecoachv1.Promotion, ssa serverSideApplier, v applier.Version) (bool, error) {
-	cfg, err := ssa.ApplyConfiguration(run.obj, v)
-	if err != nil {
-		return false, fmt.Errorf("failed to render spec.applyRef.set of Stage %q for %s: %w", run.stage.Name, v.Digest, err)
-	}
+func (run *promotionRun) applyServerSide(ctx context.Context, p *stagecoachv1.Promotion, cfg *unstructured.Unstructured, v applier.Version) (bool, error) {
 	if err := run.r.Patch(ctx, cfg, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation("Strict")); err != nil {
 		return false, fmt.Errorf("failed to apply %s to %s %q: %w", v.Digest, run.obj.GetKind(), run.obj.GetName(), err)
 	}

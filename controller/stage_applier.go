@@ -81,9 +81,9 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
 	case v.rollout() == nil || !v.ready:
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
-	case v.engine != nil && applier.PinsTag(v.engine, v.obj) && v.byVersion != "":
+	case v.engine != nil && v.engine.PinsTag(v.obj) && v.byVersion != "":
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion, v.byVersion)
-	case v.engine != nil && applier.PinsTag(v.engine, v.obj):
+	case v.engine != nil && v.engine.PinsTag(v.obj):
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion,
 			fmt.Sprintf("%s '%s/%s' is given the chart version, not the digest: the engine resolves the version itself, so Stagecoach checks the digest behind it before it writes and again when it lands (a version pushed again fails the Promotion, which rolls back)",
 				v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))

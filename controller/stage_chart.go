@@ -19,7 +19,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
 
-// Helm charts by version (applier.ChartPuller): the engine is given a tag and pulls whatever it
+// Helm charts by version (applier.Applier.PinsTag): the engine is given a tag and pulls whatever it
 // names. The tag is resolved where the engine pulls it (the chart's own OCI repository) before
 // a Promotion or Rollback writes it (promotion_chart.go), when it lands, and, while it runs, on
 // the Stage's reconcile at least every chartRecheckInterval: a tag pushed again after the
@@ -44,21 +44,21 @@ func chartRecheckInterval(head *stagecoachv1.Stage) time.Duration {
 // chartSource is where the applier's engine pulls the chart of a version given by chart version,
 // with a HelmRelease's HelmRepository read (live: it carries no Stage label); ok is false for
 // an applier given the digest.
-func (r *StageReconciler) chartSource(ctx context.Context, engine applier.Applier, obj *unstructured.Unstructured) (applier.ChartSource, applier.ChartPuller, bool, error) {
-	src, puller, ok := applier.ChartOf(engine, obj)
+func (r *StageReconciler) chartSource(ctx context.Context, engine applier.Applier, obj *unstructured.Unstructured) (applier.ChartSource, bool, error) {
+	src, ok := applier.ChartOf(engine, obj)
 	if !ok || src.HelmRepository == nil {
-		return src, puller, ok, nil
+		return src, ok, nil
 	}
 	repo := &unstructured.Unstructured{}
 	repo.SetGroupVersionKind(helmRepositoryGVK)
 	err := r.APIReader.Get(ctx, *src.HelmRepository, repo)
 	switch {
 	case err == nil:
-		return src.WithHelmRepository(repo, ""), puller, true, nil
+		return src.WithHelmRepository(repo, ""), true, nil
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), meta.IsNoMatchError(err):
-		return src.WithHelmRepository(nil, err.Error()), puller, true, nil
+		return src.WithHelmRepository(nil, err.Error()), true, nil
 	}
-	return src, puller, true, fmt.Errorf("failed to read HelmRepository %s, the chart source of %s %q: %w", src.HelmRepository, obj.GetKind(), obj.GetName(), err)
+	return src, true, fmt.Errorf("failed to read HelmRepository %s, the chart source of %s %q: %w", src.HelmRepository, obj.GetKind(), obj.GetName(), err)
 }
 
 // judgedRepository is the repository where the Stage's versions (tags and their digests) are
@@ -118,7 +118,7 @@ func (r *StageReconciler) checkChart(ctx context.Context, stage *stagecoachv1.St
 	if !v.ready || v.unmediated != nil || v.engine == nil {
 		return nil
 	}
-	src, puller, ok, err := r.chartSource(ctx, v.engine, v.obj)
+	src, ok, err := r.chartSource(ctx, v.engine, v.obj)
 	if err != nil || !ok {
 		r.charts.forget(stageKey(stage))
 		return err
@@ -147,7 +147,7 @@ func (r *StageReconciler) checkChart(ctx context.Context, stage *stagecoachv1.St
 	}
 	v.byVersion = fmt.Sprintf("%s is given the chart version, not the digest: the engine resolves the version itself, so Stagecoach resolves the tag %s before it writes, when the version lands (a version pushed again fails the Promotion, which rolls back) and every %s while it runs (Mediated=False TagMoved when it moved)",
 		described, where, interval)
-	problem, recheck := r.recheckRunning(ctx, stage, head, v, src, puller, interval)
+	problem, recheck := r.recheckRunning(ctx, stage, head, v, src, interval)
 	v.unmediated, v.recheck = problem, recheck
 	return nil
 }
@@ -164,18 +164,18 @@ func inRepository(judged string) string {
 // reconcile, the tag in the chart's repository at most once per interval. It returns the
 // problem (nil when none) and when to look again.
 func (r *StageReconciler) recheckRunning(ctx context.Context, stage, head *stagecoachv1.Stage, v *applierVerdict, src applier.ChartSource,
-	puller applier.ChartPuller, interval time.Duration) (*applier.Problem, time.Duration) {
+	interval time.Duration) (*applier.Problem, time.Duration) {
 	cur := stage.Status.Current
 	if cur == nil || cur.VerifiedAt == nil || cur.Digest == "" || cur.Version == "" || v.engine.Revision(v.obj) != cur.Digest {
 		// Nothing verified runs through it (a Promotion's own checks cover what it writes).
 		r.charts.forget(stageKey(stage))
 		return nil, 0
 	}
-	if msg, drifted := applier.Drifted(v.engine, v.obj, cur.Digest); drifted {
+	if msg, drifted := v.engine.Drifted(v.obj, cur.Digest); drifted {
 		return &applier.Problem{Reason: stagecoachv1.ReasonTagMoved, Message: msg +
 			": the engine installed it on its own, after the version was verified; promote a version to restore what the gates judged (automation holds until then)"}, interval
 	}
-	tag := puller.PulledTag(cur.Version)
+	tag := v.engine.PulledTag(cur.Version)
 	now := r.clock().Now()
 	check, fresh := r.charts.get(stage, src.Repository, tag, cur.Digest, now, interval)
 	if !fresh {

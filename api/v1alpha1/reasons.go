@@ -46,7 +46,7 @@ const (
 	ReasonPoliciesMissing    = "PoliciesMissing"
 	ReasonPoliciesUnreadable = "PoliciesUnreadable"
 	// ReasonMediatedByVersion: Mediated=True for an applier given a chart version, not a digest
-	// (applier.TagPinned) whose chart comes from the repository where the Stage's versions are
+	// (applier.Applier.PinsTag) whose chart comes from the repository where the Stage's versions are
 	// judged: the tag is resolved there before the write, at landing and while it runs.
 	ReasonMediatedByVersion = "MediatedByVersion"
 	// ReasonTagMoved: the tag a Promotion gave the engine points at another digest than the one

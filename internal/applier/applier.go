@@ -49,7 +49,10 @@ type Observation struct {
 	Message string
 }
 
-// Applier is one engine's way of applying versions.
+// Applier is one kind's whole contract: every capability a kind may have is a method here, and
+// Defaults answers for a kind without it, so the controller asks every applier the same
+// questions and never probes for optional interfaces. Which kind answers what is tabled in
+// docs (and README "Appliers"); a new kind embeds Defaults and overrides what it can do.
 type Applier interface {
 	// Validate reports why the object cannot carry promotions (blocking, Ready=False) and what
 	// besides the digest decides what runs (not blocking, Mediated=False).
@@ -60,28 +63,55 @@ type Applier interface {
 	SetRevision(obj *unstructured.Unstructured, v Version, now time.Time) error
 	// Observe reports whether the version with this digest has landed.
 	Observe(obj *unstructured.Unstructured, digest string) Observation
+
+	// AlreadyLive proves the version live without a sync of it (a rollback after a sync the
+	// cluster refused: the engine finds the old version running and starts nothing), with when
+	// the engine compared it; false when the kind cannot tell.
+	AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (comparedAt string, ok bool)
+	// ApplyConfiguration is what a kind written by server-side apply sends (only the fields it
+	// owns); nil for a kind written by a patch of what SetRevision changed.
+	ApplyConfiguration(obj *unstructured.Unstructured, v Version) (*unstructured.Unstructured, error)
+	// PinsTag reports whether obj's engine is given the version's tag (a Helm chart version), not
+	// its digest: the engine resolves the tag itself when it pulls, so the tag is checked against
+	// the digest before the write, at landing and while it runs.
+	PinsTag(obj *unstructured.Unstructured) bool
+	// ChartSource is where obj's engine pulls a chart given by version (meaningful when PinsTag).
+	ChartSource(obj *unstructured.Unstructured) ChartSource
+	// PulledTag is the registry tag the engine pulls for a version's tag.
+	PulledTag(tag string) string
+	// Drifted reports whether obj's own status says it runs something else than the verified
+	// digest (a release the engine installed on its own), and how.
+	Drifted(obj *unstructured.Unstructured, digest string) (string, bool)
 }
+
+// Defaults is embedded by every applier kind: the answers of a kind without the capability.
+type Defaults struct{}
+
+// AlreadyLive implements Applier: the kind cannot prove a version live without a sync of it.
+func (Defaults) AlreadyLive(*unstructured.Unstructured, string, time.Time) (string, bool) {
+	return "", false
+}
+
+// ApplyConfiguration implements Applier: the kind is written by a patch.
+func (Defaults) ApplyConfiguration(*unstructured.Unstructured, Version) (*unstructured.Unstructured, error) {
+	return nil, nil
+}
+
+// PinsTag implements Applier: the kind is given the digest.
+func (Defaults) PinsTag(*unstructured.Unstructured) bool { return false }
+
+// ChartSource implements Applier: the kind pulls no chart by version.
+func (Defaults) ChartSource(*unstructured.Unstructured) ChartSource { return ChartSource{} }
+
+// PulledTag implements Applier: the engine pulls the tag as given.
+func (Defaults) PulledTag(tag string) string { return tag }
+
+// Drifted implements Applier: nothing on the object says so beyond Observe.
+func (Defaults) Drifted(*unstructured.Unstructured, string) (string, bool) { return "", false }
 
 // DigestAnnotation records, on an applier that is given a version's tag (a chart version), the
 // digest Stagecoach verified behind it: the object itself cannot say which digest it runs.
 const DigestAnnotation = "stagecoach.dev/digest"
-
-// TagPinned is an applier that, on some objects, gives the engine the version's tag (a Helm
-// chart version) and not its digest: the engine resolves the tag itself when it pulls, so the
-// digest behind it must be checked again once the version landed.
-type TagPinned interface {
-	PinsTag(obj *unstructured.Unstructured) bool
-}
-
-// PinsTag reports whether the applier gives obj's engine a tag, not a digest (see TagPinned),
-// through the completion rules a Stage may add on top.
-func PinsTag(a Applier, obj *unstructured.Unstructured) bool {
-	if w, ok := a.(WithCompletion); ok {
-		a = w.Applier
-	}
-	t, ok := a.(TagPinned)
-	return ok && t.PinsTag(obj)
-}
 
 // Options are what a Stage says about how to write to its applier.
 type Options struct {

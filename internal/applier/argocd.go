@@ -26,6 +26,7 @@ const RefreshAnnotation = "argocd.argoproj.io/refresh"
 // targetRevision, or the Stagecoach plugin's environment for a Git source. It never syncs: the
 // Application must sync automatically.
 type ArgoCDApplication struct {
+	Defaults
 	// Source names the promoted source of a multi-source Application (applyRef.source): its
 	// sources[].name or repoURL (argocd_sources.go).
 	Source string
@@ -208,7 +209,7 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 			"waiting for %s to name the source Stagecoach promotes (applyRef.source)", describe(obj))}
 	}
 	// A chart is synced at its version; the digest behind it is the one Stagecoach wrote beside it
-	// (and checks again at landing: see TagPinned).
+	// (and checks again at landing: see Applier.PinsTag).
 	revision := digest
 	if p.chart() != "" {
 		revision, _ = p.source["targetRevision"].(string)

@@ -282,7 +282,7 @@ func chartVersion(tag string) string {
 	return strings.ReplaceAll(tag, "_", "+")
 }
 
-// PinsTag implements TagPinned: a Helm chart from a chart registry is given a chart version.
+// PinsTag implements Applier: a Helm chart from a chart registry is given a chart version.
 func (a ArgoCDApplication) PinsTag(obj *unstructured.Unstructured) bool {
 	p, ok := a.promotedSource(obj)
 	return ok && p.chart() != ""

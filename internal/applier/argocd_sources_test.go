@@ -232,7 +232,7 @@ func TestArgoCDHelmChart(t *testing.T) {
 	g.Expect(blocking).To(BeNil())
 	g.Expect(unmediated).To(BeNil())
 	g.Expect(a.PinsTag(obj)).To(BeTrue())
-	g.Expect(PinsTag(WithCompletion{Applier: a}, obj)).To(BeTrue(), "completion rules on top keep it tag-pinned")
+	g.Expect(WithCompletion{Applier: a}.PinsTag(obj)).To(BeTrue(), "completion rules on top keep it tag-pinned")
 	g.Expect(a.PinsTag(app(t, "spec: {source: {repoURL: oci://r/p}}"))).To(BeFalse())
 
 	g.Expect(a.SetRevision(obj, Version{Digest: d2}, time.Now())).To(MatchError(ContainSubstring("has no tag")))

@@ -11,7 +11,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
-// Helm charts by version (TagPinned): the engine is given a chart version, a registry tag, and
+// Helm charts by version (Applier.PinsTag): the engine is given a chart version, a registry tag, and
 // pulls whatever the tag names when it pulls. The gates judge a digest, so the tag is tied to
 // that digest where the engine pulls it: Stagecoach resolves it in the chart's own repository
 // before it writes, when the version lands, and while it runs. That needs the chart to come from
@@ -34,27 +34,13 @@ type ChartSource struct {
 	Chart string
 }
 
-// ChartPuller is a TagPinned applier that tells where its engine pulls the chart and which tag
-// it pulls for a version.
-type ChartPuller interface {
-	TagPinned
-	// ChartSource is where obj's engine pulls the chart from.
-	ChartSource(obj *unstructured.Unstructured) ChartSource
-	// PulledTag is the registry tag the engine pulls for a version's tag.
-	PulledTag(tag string) string
-}
-
-// ChartOf returns where obj's engine pulls the chart of a version given by its chart version
-// (through the completion rules a Stage may add on top); ok is false when obj is given a digest.
-func ChartOf(a Applier, obj *unstructured.Unstructured) (ChartSource, ChartPuller, bool) {
-	if w, ok := a.(WithCompletion); ok {
-		a = w.Applier
+// ChartOf returns where obj's engine pulls the chart of a version given by its chart version;
+// ok is false when obj is given a digest.
+func ChartOf(a Applier, obj *unstructured.Unstructured) (ChartSource, bool) {
+	if !a.PinsTag(obj) {
+		return ChartSource{}, false
 	}
-	p, ok := a.(ChartPuller)
-	if !ok || !p.PinsTag(obj) {
-		return ChartSource{}, nil, false
-	}
-	return p.ChartSource(obj), p, true
+	return a.ChartSource(obj), true
 }
 
 // notOCIHTTPS is why a chart from an HTTPS Helm repository cannot be tied to a digest.
@@ -113,7 +99,7 @@ func SameRepository(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-// ChartSource implements ChartPuller: the promoted source's repoURL and chart.
+// ChartSource implements Applier: the promoted source's repoURL and chart.
 func (a ArgoCDApplication) ChartSource(obj *unstructured.Unstructured) ChartSource {
 	p, ok := a.promotedSource(obj)
 	if !ok || p.chart() == "" {
@@ -123,11 +109,11 @@ func (a ArgoCDApplication) ChartSource(obj *unstructured.Unstructured) ChartSour
 	return chartIn(repoURL, p.chart(), fmt.Sprintf("%s repoURL %q, chart %q", p.path(), repoURL, p.chart()))
 }
 
-// PulledTag implements ChartPuller: targetRevision is the tag as a chart version (1.2.3+build
+// PulledTag implements Applier: targetRevision is the tag as a chart version (1.2.3+build
 // for the tag 1.2.3_build), which Helm pulls as the tag again.
 func (ArgoCDApplication) PulledTag(tag string) string { return tag }
 
-// ChartSource implements ChartPuller: the chart of spec.chart.spec, from the HelmRepository its
+// ChartSource implements Applier: the chart of spec.chart.spec, from the HelmRepository its
 // sourceRef names (read by the caller).
 func (h FluxHelmRelease) ChartSource(obj *unstructured.Unstructured) ChartSource {
 	if ref, ok, _ := unstructured.NestedMap(obj.Object, "spec", "chartRef"); ok && len(ref) > 0 {
@@ -151,7 +137,7 @@ func (h FluxHelmRelease) ChartSource(obj *unstructured.Unstructured) ChartSource
 	return src
 }
 
-// PulledTag implements ChartPuller: the chart version Stagecoach writes (fluxChartVersion), as
+// PulledTag implements Applier: the chart version Stagecoach writes (fluxChartVersion), as
 // the registry tag Flux pulls for it.
 func (FluxHelmRelease) PulledTag(tag string) string {
 	return strings.ReplaceAll(fluxChartVersion(tag), "+", "_")
@@ -205,22 +191,4 @@ func chartMismatch(obj *unstructured.Unstructured, runs, written, digest string)
 	return Observation{Phase: Failed, Reason: stagecoachv1.ReasonTagMoved, Message: fmt.Sprintf(
 		"%s: newest release runs chart %s, which only matches the version %s written for the verified %s: another chart than the verified one was pulled",
 		describeKind(obj), runs, written, digest)}
-}
-
-// Drifter is an applier whose object alone tells that what runs is no longer the verified
-// version (FluxHelmRelease.Drifted).
-type Drifter interface {
-	Drifted(obj *unstructured.Unstructured, digest string) (string, bool)
-}
-
-// Drifted reports, through the completion rules a Stage may add on top, whether obj's engine
-// runs something else than the verified digest, as its own status says.
-func Drifted(a Applier, obj *unstructured.Unstructured, digest string) (string, bool) {
-	if w, ok := a.(WithCompletion); ok {
-		a = w.Applier
-	}
-	if d, ok := a.(Drifter); ok {
-		return d.Drifted(obj, digest)
-	}
-	return "", false
 }

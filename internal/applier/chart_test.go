@@ -57,10 +57,10 @@ func TestChartSource(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			src, puller, pinned := ChartOf(tc.applier, tc.obj)
+			src, pinned := ChartOf(tc.applier, tc.obj)
 			g.Expect(pinned).To(Equal(tc.wantPinned))
 			if !pinned {
-				g.Expect(puller).To(BeNil())
+				g.Expect(src).To(Equal(ChartSource{}))
 				return
 			}
 			g.Expect(src.Repository).To(Equal(tc.wantRepo))
@@ -71,7 +71,7 @@ func TestChartSource(t *testing.T) {
 			} else {
 				g.Expect(src.NotOCI).To(ContainSubstring(tc.wantNotOCI))
 			}
-			cachedSrc, _, _ := ChartOf(tc.applier, cached(t, tc.obj))
+			cachedSrc, _ := ChartOf(tc.applier, cached(t, tc.obj))
 			g.Expect(cachedSrc).To(Equal(src), "read from the cache")
 		})
 	}
@@ -81,7 +81,7 @@ func TestChartSource(t *testing.T) {
 // no digest behind a version (and Flux records none).
 func TestChartSourceWithHelmRepository(t *testing.T) {
 	hr := fluxObj(t, "HelmRelease", 1, `{spec: {chart: {spec: {chart: payments, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts}}}}}`)
-	src, _, _ := ChartOf(FluxHelmRelease{}, hr)
+	src, _ := ChartOf(FluxHelmRelease{}, hr)
 	for _, tc := range []struct {
 		name, repo, why      string
 		wantRepo, wantNotOCI string
@@ -221,7 +221,7 @@ func TestFluxHelmReleaseDrifted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			msg, drifted := Drifted(tc.applier, tc.obj, tc.digest)
+			msg, drifted := tc.applier.Drifted(tc.obj, tc.digest)
 			g.Expect(drifted).To(Equal(tc.wantMsg != ""), msg)
 			g.Expect(msg).To(ContainSubstring(tc.wantMsg))
 		})

@@ -107,6 +107,7 @@ func observeFlux(obj *unstructured.Unstructured, digest string, failureReasons [
 // is that digest and, when a Kustomization applies the artifact, that Kustomization is Ready for
 // its generation with the digest as its lastAppliedRevision.
 type FluxOCIRepository struct {
+	Defaults
 	Kustomization *unstructured.Unstructured
 }
 
@@ -188,7 +189,10 @@ var kustomizationFailures = slices.Concat(substitutionFailures, []string{"Artifa
 // FluxKustomization applies versions through spec.images (the entry named Image) or the
 // postBuild substitutions; both are in its spec, so landed is Ready for the generation that
 // carries them.
-type FluxKustomization struct{ Image string }
+type FluxKustomization struct {
+	Defaults
+	Image string
+}
 
 // Validate implements Applier.
 func (k FluxKustomization) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
@@ -266,6 +270,7 @@ func (k FluxKustomization) Observe(obj *unstructured.Unstructured, digest string
 // FluxHelmRelease applies versions as a values key (ValuesKey) or as the chart version (the tag);
 // landed when Ready for the generation and the newest release in history is deployed.
 type FluxHelmRelease struct {
+	Defaults
 	ValuesKey string
 }
 
@@ -274,7 +279,7 @@ func (h FluxHelmRelease) Validate(obj *unstructured.Unstructured) (*Problem, *Pr
 	return fluxSuspended(obj), nil
 }
 
-// PinsTag implements TagPinned: without a values key the version goes in as the chart version,
+// PinsTag implements Applier: without a values key the version goes in as the chart version,
 // a tag Flux resolves when it reconciles. A chart from an OCI registry is proven by the digest
 // Flux records (history ociDigest); the digest behind the tag is checked again at landing too.
 func (h FluxHelmRelease) PinsTag(*unstructured.Unstructured) bool {

@@ -20,6 +20,7 @@ import (
 // (written by server-side apply of exactly those fields), and spec.completion says how to read
 // from the object's status that it has finished.
 type Generic struct {
+	Defaults
 	// Stage names the Stage in messages (the seed's "Resource '<stage>'").
 	Stage string
 	// Set lists the fields that carry the version.

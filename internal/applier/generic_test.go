@@ -223,7 +223,7 @@ func TestWithCompletion(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			w := WithCompletion{Applier: fixedObservation{tc.engine}, Stage: "s", Rules: rules}
+			w := WithCompletion{Applier: fixedObservation{obs: tc.engine}, Stage: "s", Rules: rules}
 			obs := w.Observe(widget(1, map[string]any{"observedGeneration": int64(1), "conditions": condition(tc.status)}), genericDigest)
 			g.Expect(obs.Phase).To(Equal(tc.phase))
 			g.Expect(obs.Reason).To(Equal(tc.reason))
@@ -232,7 +232,10 @@ func TestWithCompletion(t *testing.T) {
 }
 
 // fixedObservation is an engine whose observation the test decides.
-type fixedObservation struct{ obs Observation }
+type fixedObservation struct {
+	Defaults
+	obs Observation
+}
 
 func (f fixedObservation) Validate(*unstructured.Unstructured) (*Problem, *Problem) { return nil, nil }
 func (f fixedObservation) Revision(*unstructured.Unstructured) string               { return "" }

@@ -27,72 +27,78 @@ func (c *Candidate) Version() *stagecoachv1.VersionReference {
 	return &stagecoachv1.VersionReference{Digest: c.Digest, Tag: c.Tag}
 }
 
-// automationGates hold a candidate back from automatic promotion (a person's Promotion passes
-// them), in this order. They decide from the Stage and the candidate alone.
-var automationGates = []struct {
-	gate   string
-	decide func(stage *stagecoachv1.Stage, c *Candidate, now time.Time) *stagecoachv1.GateBlock
-}{
-	{stagecoachv1.GateHistory, func(stage *stagecoachv1.Stage, c *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		if !slices.Contains(stage.Status.FailedDigests, c.Digest) {
-			return nil
-		}
-		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonPromotionFailed,
-			Message: fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", c.Digest)}
-	}},
-	{stagecoachv1.GateSuspend, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		if !stage.Spec.Suspend {
-			return nil
-		}
-		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSuspended, Message: "the Stage is suspended: set spec.suspend to false"}
-	}},
-	{stagecoachv1.GateFreeze, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		frozen := stageFrozen(stage) // Freeze objects are CandidateBlocks' to list
-		if frozen == nil {
-			return nil
-		}
-		return &stagecoachv1.GateBlock{Reason: frozen.Reason, Message: frozen.Message}
-	}},
-	{stagecoachv1.GateHold, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		h := stage.Status.Hold
-		if h == nil {
-			return nil
-		}
-		return &stagecoachv1.GateBlock{Reason: h.Reason, Message: h.Message}
-	}},
-	{stagecoachv1.GateMediated, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		if !notMediated(stage) {
-			return nil
-		}
-		m := meta.FindStatusCondition(stage.Status.Conditions, stagecoachv1.ConditionMediated)
-		// Automation would vouch for a version while something else decides what runs.
-		return &stagecoachv1.GateBlock{Reason: m.Reason, Message: fmt.Sprintf(
-			"%s; automation does not promote until only the digest decides what runs (a person may still promote)", m.Message)}
-	}},
-	{stagecoachv1.GateSoak, func(stage *stagecoachv1.Stage, c *Candidate, now time.Time) *stagecoachv1.GateBlock {
-		policy := stage.Spec.Promotion
-		since, what := c.VerifiedAt, "verified upstream"
-		if since == nil {
-			since, what = c.FirstSeen, "first seen in the registry"
-		}
-		if policy == nil || policy.Soak == nil || since == nil {
-			return nil
-		}
-		opens := since.Add(policy.Soak.Duration)
-		if !now.Before(opens) {
-			return nil
-		}
-		until := metav1.NewTime(opens)
-		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonSoaking, Until: &until,
-			Message: fmt.Sprintf("%s %s ago; the Stage asks for %s", what, now.Sub(since.Time).Round(time.Second), policy.Soak.Duration)}
-	}},
-	{stagecoachv1.GateAuto, func(stage *stagecoachv1.Stage, _ *Candidate, _ time.Time) *stagecoachv1.GateBlock {
-		if stage.Spec.Promotion != nil && stage.Spec.Promotion.Auto {
-			return nil
-		}
-		return &stagecoachv1.GateBlock{Reason: stagecoachv1.ReasonManual,
-			Message: "automatic promotion is off for this Stage: create a Promotion to promote it"}
-	}},
+func decideHistory(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	if !slices.Contains(in.Stage.Status.FailedDigests, in.Digest) {
+		return nil, "never failed here"
+	}
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateHistory, Reason: stagecoachv1.ReasonPromotionFailed,
+		Message: fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", in.Digest)}}, ""
+}
+
+func decideSuspend(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	if !in.Stage.Spec.Suspend {
+		return nil, "not suspended"
+	}
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateSuspend, Reason: stagecoachv1.ReasonSuspended,
+		Message: "the Stage is suspended: set spec.suspend to false"}}, ""
+}
+
+// decideStageFrozen: the Stage's own Frozen condition (a foreign write, a Freeze Promotion); the
+// Freeze objects holding it are CandidateBlocks' and Admit's to list.
+func decideStageFrozen(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	frozen := stageFrozen(in.Stage)
+	if frozen == nil {
+		return nil, "not frozen"
+	}
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateFreeze, Reason: frozen.Reason, Message: frozen.Message}}, ""
+}
+
+func decideHold(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	h := in.Stage.Status.Hold
+	if h == nil {
+		return nil, "no hold"
+	}
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateHold, Reason: h.Reason, Message: h.Message}}, ""
+}
+
+// decideMediated: automation would vouch for a version while something else decides what runs,
+// so it waits; a promote passes, noting it.
+func decideMediated(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	m := meta.FindStatusCondition(in.Stage.Status.Conditions, stagecoachv1.ConditionMediated)
+	if in.Automated {
+		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateMediated, Reason: m.Reason, Message: fmt.Sprintf(
+			"%s; automation does not promote until only the digest decides what runs (a person may still promote)", m.Message)}}, ""
+	}
+	return nil, m.Message + "; this Promotion runs, but the digest alone does not decide what runs (automation waits until it does)"
+}
+
+func decideSoak(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	policy, c := in.Stage.Spec.Promotion, in.Candidate
+	if c == nil || policy == nil || policy.Soak == nil {
+		return nil, "no soak asked"
+	}
+	since, what := c.VerifiedAt, "verified upstream"
+	if since == nil {
+		since, what = c.FirstSeen, "first seen in the registry"
+	}
+	if since == nil {
+		return nil, "no soak asked"
+	}
+	opens := since.Add(policy.Soak.Duration)
+	if !in.Now.Before(opens) {
+		return nil, fmt.Sprintf("%s %s ago", what, in.Now.Sub(since.Time).Round(time.Second))
+	}
+	until := metav1.NewTime(opens)
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateSoak, Reason: stagecoachv1.ReasonSoaking, Until: &until,
+		Message: fmt.Sprintf("%s %s ago; the Stage asks for %s", what, in.Now.Sub(since.Time).Round(time.Second), policy.Soak.Duration)}}, ""
+}
+
+func decideAuto(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	if p := in.Stage.Spec.Promotion; p != nil && p.Auto {
+		return nil, "automatic promotion is on"
+	}
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateAuto, Reason: stagecoachv1.ReasonManual,
+		Message: "automatic promotion is off for this Stage: create a Promotion to promote it"}}, ""
 }
 
 // AutoPromote decides whether automation promotes the candidate now, and otherwise lists every
@@ -109,13 +115,11 @@ func autoPromote(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoac
 // AutomationBlocks runs the automation gates on a candidate: what holds it back from automatic
 // promotion (a person's Promotion passes these).
 func AutomationBlocks(stage *stagecoachv1.Stage, c *Candidate, now time.Time) []stagecoachv1.GateBlock {
-	var blocks []stagecoachv1.GateBlock
-	for _, g := range automationGates {
-		if b := g.decide(stage, c, now); b != nil {
-			b.Gate = g.gate
-			blocks = append(blocks, *b)
-		}
+	in := GateInputs{Stage: stage, Now: now, Candidate: c, Automated: true}
+	if c != nil {
+		in.Digest = c.Digest
 	}
+	blocks, _ := RunGates(AutomationGates, in)
 	return blocks
 }
 

@@ -43,6 +43,12 @@ type GateInputs struct {
 	// Checks is the verdict of the checks before apply; gathered only once every other gate of
 	// ApplyGates passes (ChecksDue), as they call out.
 	Checks *ChecksVerdict
+	// Candidate is the version the source offers, when automation judges it (soak reads when it
+	// was verified upstream or first seen).
+	Candidate *Candidate
+	// Automated: automation judges the candidate (AutomationBlocks); the gates used for a
+	// person's Promotion too then hold rather than note (mediated).
+	Automated bool
 }
 
 // ChecksVerdict is where the checks before apply stand for one promote.
@@ -83,9 +89,24 @@ type PublishedVerdict struct {
 	Evidence string
 }
 
+// Use says where a gate of Chain is asked.
+type Use uint8
+
+const (
+	// UseAutomation: before automation promotes the candidate (status.candidate); a person's
+	// Promotion passes it.
+	UseAutomation Use = 1 << iota
+	// UsePromote: on the candidate and on every promote when it starts, automatic or a person's.
+	UsePromote
+	// UseStart: only when a promote starts, because it reads afresh or calls out.
+	UseStart
+)
+
 // Gate is one link of a chain of pure checks.
 type Gate struct {
 	Name string
+	// Use says where the gate is asked (UseAutomation, UsePromote, UseStart, or several).
+	Use Use
 	// Asks reports whether the Stage asks for this gate at all (then its inputs are gathered).
 	Asks func(stage *stagecoachv1.Stage) bool
 	// Decide returns the blocks that hold the version (none: it passes) and what a pass says.
@@ -97,31 +118,55 @@ type Gate struct {
 	Verdicts func(in GateInputs) []stagecoachv1.GateResult
 }
 
-// PromoteGates is the chain a version passes before it is applied, for automation and for a
-// person's Promotion alike, in this order. A Promotion that starts passes ApplyGates, which
-// end with one more.
-var PromoteGates = []Gate{
-	{Name: stagecoachv1.GateSignature, Asks: asksSignature, Decide: decideSignature},
-	{Name: stagecoachv1.GateWindow, Asks: asksWindows, Decide: decideWindows},
-	{Name: stagecoachv1.GateApprovals, Asks: asksApprovals, Decide: decideApprovals},
-	{Name: stagecoachv1.GateDependsOn, Asks: asksDependencies, Decide: decideDependencies},
-	{Name: stagecoachv1.GatePrereqs, Asks: asksPrerequisites, Decide: decidePrerequisites},
-	// Never holds: automation already waits (see automationGates); a person's Promotion records
-	// that something besides the digest decides what runs.
-	{Name: stagecoachv1.GateMediated, Asks: notMediated, Decide: func(in GateInputs) ([]stagecoachv1.GateBlock, string) {
-		return nil, meta.FindStatusCondition(in.Stage.Status.Conditions, stagecoachv1.ConditionMediated).Message +
-			"; this Promotion runs, but the digest alone does not decide what runs (automation waits until it does)"
-	}},
+// Chain is every gate, in the one order they are asked, each with where it applies: first what
+// holds only automation (a version that failed here, suspend, a frozen Stage, a hold, soak,
+// auto), then what every promote passes (signature, windows, approvals, dependencies,
+// prerequisites; mediated holds automation only), then what is asked only when a promote starts (the follower's
+// records read afresh, then the checks before apply, which call out and so come last: ChecksDue).
+var Chain = []Gate{
+	{Name: stagecoachv1.GateHistory, Use: UseAutomation, Asks: always, Decide: decideHistory},
+	{Name: stagecoachv1.GateSuspend, Use: UseAutomation, Asks: always, Decide: decideSuspend},
+	{Name: stagecoachv1.GateFreeze, Use: UseAutomation, Asks: always, Decide: decideStageFrozen},
+	{Name: stagecoachv1.GateHold, Use: UseAutomation, Asks: always, Decide: decideHold},
+	{Name: stagecoachv1.GateSoak, Use: UseAutomation, Asks: always, Decide: decideSoak},
+	{Name: stagecoachv1.GateAuto, Use: UseAutomation, Asks: always, Decide: decideAuto},
+	{Name: stagecoachv1.GateSignature, Use: UsePromote, Asks: asksSignature, Decide: decideSignature},
+	{Name: stagecoachv1.GateWindow, Use: UsePromote, Asks: asksWindows, Decide: decideWindows},
+	{Name: stagecoachv1.GateApprovals, Use: UsePromote, Asks: asksApprovals, Decide: decideApprovals},
+	{Name: stagecoachv1.GateDependsOn, Use: UsePromote, Asks: asksDependencies, Decide: decideDependencies},
+	{Name: stagecoachv1.GatePrereqs, Use: UsePromote, Asks: asksPrerequisites, Decide: decidePrerequisites},
+	// Holds automation while something besides the digest decides what runs; never holds a
+	// promote (automation already waits), and a person's Promotion records it.
+	{Name: stagecoachv1.GateMediated, Use: UseAutomation | UsePromote, Asks: notMediated, Decide: decideMediated},
+	{Name: stagecoachv1.GatePublished, Use: UseStart, Asks: asksPublished, Decide: decidePublished, Refuses: refusesPublished},
+	{Name: stagecoachv1.GateChecks, Use: UseStart, Asks: asksChecks, Decide: decideChecks, Refuses: refusesChecks, Verdicts: checkVerdicts},
 }
 
-// ApplyGates is the chain a promote passes when it starts: PromoteGates, then published, which
-// reads a follower's upstream records afresh, then the checks before apply, which run only once
-// every gate before them passes (ChecksDue). Automation's candidate came from those records
-// already (the follower offers only what they show verified), so status.candidate is judged by
-// PromoteGates alone.
-var ApplyGates = append(slices.Clip(PromoteGates),
-	Gate{Name: stagecoachv1.GatePublished, Asks: asksPublished, Decide: decidePublished, Refuses: refusesPublished},
-	Gate{Name: stagecoachv1.GateChecks, Asks: asksChecks, Decide: decideChecks, Refuses: refusesChecks, Verdicts: checkVerdicts})
+// ChainFor is the gates of Chain asked where use says, in Chain's order.
+func ChainFor(use Use) []Gate {
+	var out []Gate
+	for _, g := range Chain {
+		if g.Use&use != 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+var (
+	// AutomationGates hold a candidate back from automatic promotion (a person's Promotion passes
+	// them): AutomationBlocks runs them.
+	AutomationGates = ChainFor(UseAutomation)
+	// PromoteGates are what a version passes before it is applied, for automation and for a
+	// person's Promotion alike: status.candidate is judged by them (and AutomationGates).
+	PromoteGates = ChainFor(UsePromote)
+	// ApplyGates are what a promote passes when it starts: PromoteGates, then those asked only
+	// then. Automation's candidate came from the follower's records already (it offers only what
+	// they show verified), so status.candidate is judged without them.
+	ApplyGates = ChainFor(UsePromote | UseStart)
+)
+
+func always(*stagecoachv1.Stage) bool { return true }
 
 // ChecksDue reports whether the checks before apply should run for a starting promote: the
 // Stage has some and every gate before them passes. They call out (HTTP, plugins), so they are

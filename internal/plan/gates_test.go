@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -490,4 +491,45 @@ func TestChecksDueWaitsForPublished(t *testing.T) {
 			g.Expect(ChecksDue(GateInputs{Stage: follower, Digest: d2, Now: t0, Published: tc.published})).To(Equal(tc.due))
 		})
 	}
+}
+
+// One chain: every gate is declared once, with where it applies, and each use takes its gates in
+// the chain's order.
+func TestChainIsOne(t *testing.T) {
+	names := func(chain []Gate) []string {
+		out := make([]string, 0, len(chain))
+		for _, g := range chain {
+			out = append(out, g.Name)
+		}
+		return out
+	}
+	g := NewWithT(t)
+	g.Expect(names(Chain)).To(HaveLen(len(slices.Compact(slices.Sorted(slices.Values(names(Chain)))))), "a gate declared twice")
+	for _, tc := range []struct {
+		name  string
+		chain []Gate
+		want  []string
+	}{
+		{name: "automation", chain: AutomationGates, want: []string{stagecoachv1.GateHistory, stagecoachv1.GateSuspend, stagecoachv1.GateFreeze,
+			stagecoachv1.GateHold, stagecoachv1.GateSoak, stagecoachv1.GateAuto, stagecoachv1.GateMediated}},
+		{name: "every promote", chain: PromoteGates, want: []string{stagecoachv1.GateSignature, stagecoachv1.GateWindow, stagecoachv1.GateApprovals,
+			stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated}},
+		{name: "a promote that starts", chain: ApplyGates, want: []string{stagecoachv1.GateSignature, stagecoachv1.GateWindow, stagecoachv1.GateApprovals,
+			stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated, stagecoachv1.GatePublished, stagecoachv1.GateChecks}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(names(tc.chain)).To(Equal(tc.want))
+		})
+	}
+	t.Run("mediated holds automation and notes a promote", func(t *testing.T) {
+		g := NewWithT(t)
+		stage := &stagecoachv1.Stage{Status: stagecoachv1.StageStatus{Conditions: []metav1.Condition{{Type: stagecoachv1.ConditionMediated,
+			Status: metav1.ConditionFalse, Reason: stagecoachv1.ReasonNotMediated, Message: "kustomize.images set"}}}}
+		auto := AutomationBlocks(stage, &Candidate{Digest: d2}, t0)
+		g.Expect(auto).To(ContainElement(HaveField("Gate", stagecoachv1.GateMediated)))
+		blocks, results := RunGates(PromoteGates, GateInputs{Stage: stage, Digest: d2, Now: t0})
+		g.Expect(blocks).To(BeEmpty())
+		g.Expect(results).To(ContainElement(And(HaveField("Gate", stagecoachv1.GateMediated), HaveField("Passed", true),
+			HaveField("Message", ContainSubstring("kustomize.images set; this Promotion runs")))))
+	})
 }
