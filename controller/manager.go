@@ -26,6 +26,8 @@ import (
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller/freeze"
+	"github.com/stagecoach-dev/stagecoach/controller/hooks"
 	"github.com/stagecoach-dev/stagecoach/internal/metrics"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
@@ -149,7 +151,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := stages.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
-	freezes := &FreezeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+	freezes := &freeze.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		ClusterFreezeNamespace: opts.ClusterFreezeNamespace, Clock: opts.Clock}
 	if err := freezes.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("failed to set up the Freeze controller: %w", err)
@@ -187,7 +189,7 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 		return nil
 	}
 	elected := mgr.Elected()
-	hooks := &Hooks{Lookup: stages.stagesForHookEvent, Wake: stages.wake, Leading: func() bool {
+	receiver := &hooks.Receiver{Lookup: stages.stagesForHookEvent, Wake: stages.wake, Leading: func() bool {
 		select {
 		case <-elected:
 			return true
@@ -198,16 +200,16 @@ func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
 	// Tokens are read live (not from the cache): the controller may read only these Secrets.
 	if opts.FluxHookSecret != "" {
 		key, _ := parseSecretRef(opts.FluxHookSecret)
-		hooks.FluxToken = CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
+		receiver.FluxToken = hooks.CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
 	}
 	if opts.ArgoCDHookSecret != "" {
 		key, _ := parseSecretRef(opts.ArgoCDHookSecret)
-		hooks.ArgoCDToken = CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
+		receiver.ArgoCDToken = hooks.CachedSecretKey(mgr.GetAPIReader(), key, "token", 30*time.Second)
 	}
 	// Every replica serves the hooks (not only the leader), so that the engines always reach a
-	// ready endpoint; a replica that is not leading answers 503 (see Hooks.Leading).
-	return addServer(mgr, "notification hooks", opts.HooksBindAddress, hooks.Handler(), 30*time.Second,
-		opts.HooksTLSCertFile, opts.HooksTLSKeyFile, hooks.ConfigureServer)
+	// ready endpoint; a replica that is not leading answers 503 (see hooks.Receiver.Leading).
+	return addServer(mgr, "notification hooks", opts.HooksBindAddress, receiver.Handler(), 30*time.Second,
+		opts.HooksTLSCertFile, opts.HooksTLSKeyFile, receiver.ConfigureServer)
 }
 
 // addServer serves handler on addr from every replica (with TLS when a certificate is given,

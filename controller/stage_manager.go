@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller/freeze"
+	"github.com/stagecoach-dev/stagecoach/controller/hooks"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
@@ -245,11 +247,11 @@ func (r *StageReconciler) stagesForApplier(ctx context.Context, obj client.Objec
 // stagesFrozenBy maps a Freeze event to the Stages it may hold: those of its namespace, or all
 // Stages for a cluster-wide Freeze (its selectors are applied when each Stage reconciles).
 func (r *StageReconciler) stagesFrozenBy(ctx context.Context, obj client.Object) []reconcile.Request {
-	freeze, ok := obj.(*stagecoachv1.Freeze)
+	f, ok := obj.(*stagecoachv1.Freeze)
 	if !ok {
 		return nil
 	}
-	stages, err := stagesAFreezeMayHold(ctx, r, freeze)
+	stages, err := freeze.StagesItMayHold(ctx, r, f)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "not waking the Stages of a Freeze")
 		return nil
@@ -262,7 +264,7 @@ func (r *StageReconciler) stagesFrozenBy(ctx context.Context, obj client.Object)
 }
 
 // stagesForHookEvent finds the Stages whose applier a hook event names.
-func (r *StageReconciler) stagesForHookEvent(ctx context.Context, e HookEvent) []reconcile.Request {
+func (r *StageReconciler) stagesForHookEvent(ctx context.Context, e hooks.Event) []reconcile.Request {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: e.Group, Kind: e.Kind})
 	obj.SetNamespace(e.Namespace)

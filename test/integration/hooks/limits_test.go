@@ -18,7 +18,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/controller/hooks"
 )
 
 // send posts body (a reader the test may hold open) and returns the status, within a deadline:
@@ -113,7 +113,7 @@ func TestHooksLimits(t *testing.T) {
 		_, err := send(t, "/hooks/argocd", strings.NewReader(`{}`), nil)
 		return err
 	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
-	big := strings.Repeat("x", controller.MaxHookBody+1)
+	big := strings.Repeat("x", hooks.MaxBody+1)
 	sign := func(body string) string {
 		mac := hmac.New(sha256.New, []byte(fluxKey))
 		mac.Write([]byte(body))
@@ -176,7 +176,7 @@ func TestHooksLimits(t *testing.T) {
 		// their own bound takes. A probe that reaches the server before a held request is
 		// dispatched takes that request's slot, and the held one is refused instead: such ones
 		// are replaced until the probe finds every slot held.
-		sources := controller.DefaultMaxHookRequests / controller.DefaultMaxHookRequestsPerSource
+		sources := hooks.DefaultMaxRequests / hooks.DefaultMaxRequestsPerSource
 		var held []net.Conn
 		release := func() {
 			for _, c := range held {
@@ -192,7 +192,7 @@ func TestHooksLimits(t *testing.T) {
 			}
 			for i := range sources {
 				src := fmt.Sprintf("127.0.0.%d", 10+i)
-				for ; perSource[src] < controller.DefaultMaxHookRequestsPerSource; perSource[src]++ {
+				for ; perSource[src] < hooks.DefaultMaxRequestsPerSource; perSource[src]++ {
 					held = append(held, holdPostFrom(t, src, "/hooks/argocd", auth))
 				}
 			}
@@ -201,7 +201,7 @@ func TestHooksLimits(t *testing.T) {
 			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
 		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 		// Exactly the bound is held: with fewer slots one held request would have been refused.
-		g.Expect(unanswered(t, held)).To(HaveLen(controller.DefaultMaxHookRequests))
+		g.Expect(unanswered(t, held)).To(HaveLen(hooks.DefaultMaxRequests))
 		release()
 		// The slots free again once the held requests end.
 		g.Eventually(func() (int, error) {
@@ -223,7 +223,7 @@ func TestHooksLimits(t *testing.T) {
 		var refused *http.Response
 		g.Eventually(func(g Gomega) {
 			held = unanswered(t, held)
-			for len(held) < controller.DefaultMaxHookRequestsPerSource {
+			for len(held) < hooks.DefaultMaxRequestsPerSource {
 				held = append(held, holdPostFrom(t, greedy, "/hooks/argocd", auth))
 			}
 			var err error
@@ -233,7 +233,7 @@ func TestHooksLimits(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 		g.Expect(refused.Header.Get("Retry-After")).NotTo(BeEmpty())
 		// Exactly the source's bound is held, well under the shared bound.
-		g.Expect(unanswered(t, held)).To(HaveLen(controller.DefaultMaxHookRequestsPerSource))
+		g.Expect(unanswered(t, held)).To(HaveLen(hooks.DefaultMaxRequestsPerSource))
 		// Another source is served while the first one holds its requests; X-Forwarded-For,
 		// written by the client, does not make it count as the first one.
 		resp, err := sendFrom(t, other, "/hooks/argocd", strings.NewReader(`{"app":"none","namespace":"default"}`),
@@ -270,14 +270,14 @@ func TestHooksLimits(t *testing.T) {
 			}
 		}()
 		// Twice the deadline: generous, and still short of the 30 s read timeout the hooks had.
-		g.Expect(conn.SetReadDeadline(time.Now().Add(2 * controller.DefaultHookRequestTimeout))).To(Succeed())
+		g.Expect(conn.SetReadDeadline(time.Now().Add(2 * hooks.DefaultRequestTimeout))).To(Succeed())
 		reader := bufio.NewReader(conn)
 		resp, err := http.ReadResponse(reader, nil)
 		g.Expect(err).NotTo(HaveOccurred(), "the server answers a request cut off at its deadline")
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusRequestTimeout), string(body))
-		g.Expect(string(body)).To(ContainSubstring("not received within " + controller.DefaultHookRequestTimeout.String()))
+		g.Expect(string(body)).To(ContainSubstring("not received within " + hooks.DefaultRequestTimeout.String()))
 		// And closes the connection (EOF, or a reset once the trickle writes to the closed socket),
 		// rather than waiting for more.
 		_, err = reader.ReadByte()

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stagecoach-dev/stagecoach/controller"
+	"github.com/stagecoach-dev/stagecoach/controller/hooks"
 )
 
 // writeCert writes a self-signed certificate for localhost and its key, as a mounted
@@ -124,8 +125,8 @@ func TestHooksTLSAndAMissingSecret(t *testing.T) {
 		})
 		resp, err = post(tlsClient, "https", "/hooks/flux", body, signed)
 		g.Expect(err).NotTo(HaveOccurred())
-		if time.Since(failedAt) < controller.SecretFailureTTL-time.Second {
-			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "the failed read is remembered for %s", controller.SecretFailureTTL)
+		if time.Since(failedAt) < hooks.SecretFailureTTL-time.Second {
+			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "the failed read is remembered for %s", hooks.SecretFailureTTL)
 		}
 		g.Eventually(func() (int, error) {
 			resp, err := post(tlsClient, "https", "/hooks/flux", body, signed)
@@ -133,7 +134,7 @@ func TestHooksTLSAndAMissingSecret(t *testing.T) {
 				return 0, err
 			}
 			return resp.StatusCode, nil
-		}, controller.SecretFailureTTL+5*time.Second, 200*time.Millisecond).Should(Equal(http.StatusAccepted))
-		g.Expect(time.Since(failedAt)).To(BeNumerically(">=", controller.SecretFailureTTL), "the Secret was read again before the failure's cache ended")
+		}, hooks.SecretFailureTTL+5*time.Second, 200*time.Millisecond).Should(Equal(http.StatusAccepted))
+		g.Expect(time.Since(failedAt)).To(BeNumerically(">=", hooks.SecretFailureTTL), "the Secret was read again before the failure's cache ended")
 	})
 }

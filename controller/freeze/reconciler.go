@@ -1,4 +1,6 @@
-package controller
+// Package freeze keeps each Freeze's status: which Stages it holds and whether it is Active. It
+// holds nothing itself: the Stage reconciler decides, by the same rule (plan.ActiveFreezes).
+package freeze
 
 import (
 	"context"
@@ -20,10 +22,10 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
-// FreezeReconciler says on each Freeze which Stages it holds (status.stages) and whether it is
+// Reconciler says on each Freeze which Stages it holds (status.stages) and whether it is
 // Active, from the same rule the Stages decide by (plan.ActiveFreezes). It never holds a Stage
 // itself: the Stage reconciler does, and sets the Stage's Frozen condition.
-type FreezeReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads namespaces' labels for cluster-wide Freezes (namespaces are not cached).
 	APIReader              client.Reader
@@ -32,7 +34,7 @@ type FreezeReconciler struct {
 }
 
 // Reconcile writes the Freeze's status, and asks to be looked at again when it ends.
-func (r *FreezeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	freeze := &stagecoachv1.Freeze{}
 	if err := r.Get(ctx, req.NamespacedName, freeze); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -74,8 +76,8 @@ func (r *FreezeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // heldStages lists the Stages the Freeze holds now, as namespace/name.
-func (r *FreezeReconciler) heldStages(ctx context.Context, freeze *stagecoachv1.Freeze, now time.Time) ([]string, error) {
-	stages, err := stagesAFreezeMayHold(ctx, r, freeze)
+func (r *Reconciler) heldStages(ctx context.Context, freeze *stagecoachv1.Freeze, now time.Time) ([]string, error) {
+	stages, err := StagesItMayHold(ctx, r, freeze)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +101,9 @@ func (r *FreezeReconciler) heldStages(ctx context.Context, freeze *stagecoachv1.
 	return held, nil
 }
 
-// stagesAFreezeMayHold lists the Stages a Freeze may hold: those of its namespace, or every Stage
+// StagesItMayHold lists the Stages a Freeze may hold: those of its namespace, or every Stage
 // for a cluster-wide one (plan.ActiveFreezes applies its selectors).
-func stagesAFreezeMayHold(ctx context.Context, c client.Reader, freeze *stagecoachv1.Freeze) ([]stagecoachv1.Stage, error) {
+func StagesItMayHold(ctx context.Context, c client.Reader, freeze *stagecoachv1.Freeze) ([]stagecoachv1.Stage, error) {
 	var opts []client.ListOption
 	if freeze.Spec.NamespaceSelector == nil {
 		opts = append(opts, client.InNamespace(freeze.Namespace))
@@ -114,7 +116,7 @@ func stagesAFreezeMayHold(ctx context.Context, c client.Reader, freeze *stagecoa
 }
 
 // SetupWithManager watches Freezes, and Stages (a Stage created or relabelled may be held).
-func (r *FreezeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -127,7 +129,7 @@ func (r *FreezeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // freezesFor maps a Stage to the Freezes that may hold it: those of its namespace and the
 // cluster-wide ones.
-func (r *FreezeReconciler) freezesFor(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) freezesFor(ctx context.Context, o client.Object) []reconcile.Request {
 	var reqs []reconcile.Request
 	for _, ns := range []string{o.GetNamespace(), r.ClusterFreezeNamespace} {
 		var list stagecoachv1.FreezeList

@@ -1,4 +1,7 @@
-package controller
+// Package hooks receives the engines' notifications (Flux's generic-hmac provider, Argo CD's
+// notifications webhook): it authenticates them, bounds them, and wakes the Stages an event
+// names through the functions it is given. It decides nothing and imports no reconciler.
+package hooks
 
 import (
 	"context"
@@ -16,25 +19,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// MaxHookBody is the largest hook payload accepted; Flux events are a few KiB.
-const MaxHookBody = 64 << 10
+// MaxBody is the largest hook payload accepted; Flux events are a few KiB.
+const MaxBody = 64 << 10
 
-// DefaultMaxHookRequests bounds the requests the hooks serve at once; more are answered 503.
-const DefaultMaxHookRequests = 32
+// DefaultMaxRequests bounds the requests the hooks serve at once; more are answered 503.
+const DefaultMaxRequests = 32
 
-// DefaultMaxHookRequestsPerSource bounds the requests one source has in flight at once; more are
+// DefaultMaxRequestsPerSource bounds the requests one source has in flight at once; more are
 // answered 429, so that one slow or hostile client cannot hold every slot of
-// DefaultMaxHookRequests. Engines send an event in milliseconds: a few at once is plenty.
-const DefaultMaxHookRequestsPerSource = 4
+// DefaultMaxRequests. Engines send an event in milliseconds: a few at once is plenty.
+const DefaultMaxRequestsPerSource = 4
 
-// DefaultHookRequestTimeout bounds the whole of a hook request, headers and body (the server's
-// read timeout, see Hooks.ConfigureServer): a client that sends slowly holds its slot no longer.
+// DefaultRequestTimeout bounds the whole of a hook request, headers and body (the server's
+// read timeout, see Receiver.ConfigureServer): a client that sends slowly holds its slot no longer.
 // Engines send a few KiB at once.
-const DefaultHookRequestTimeout = 10 * time.Second
+const DefaultRequestTimeout = 10 * time.Second
 
-// HookEvent is what a hook payload tells: which object the engine reported on. The decision is
+// Event is what a hook payload tells: which object the engine reported on. The decision is
 // always made again from the objects themselves; the payload only says whom to wake.
-type HookEvent struct {
+type Event struct {
 	Group, Kind, Namespace, Name string
 }
 
@@ -50,20 +53,20 @@ type fluxEvent struct {
 }
 
 // DecodeFluxEvent reads a Flux event and names the object it is about.
-func DecodeFluxEvent(body []byte) (HookEvent, error) {
+func DecodeFluxEvent(body []byte) (Event, error) {
 	var e fluxEvent
 	if err := json.Unmarshal(body, &e); err != nil {
-		return HookEvent{}, fmt.Errorf("not a Flux event: %w", err)
+		return Event{}, fmt.Errorf("not a Flux event: %w", err)
 	}
 	o := e.InvolvedObject
 	if o.Kind == "" || o.Name == "" || o.Namespace == "" {
-		return HookEvent{}, errors.New("not a Flux event: involvedObject needs kind, name and namespace")
+		return Event{}, errors.New("not a Flux event: involvedObject needs kind, name and namespace")
 	}
 	gv, err := schema.ParseGroupVersion(o.APIVersion)
 	if err != nil {
-		return HookEvent{}, fmt.Errorf("not a Flux event: involvedObject.apiVersion %q: %w", o.APIVersion, err)
+		return Event{}, fmt.Errorf("not a Flux event: involvedObject.apiVersion %q: %w", o.APIVersion, err)
 	}
-	return HookEvent{Group: gv.Group, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}, nil
+	return Event{Group: gv.Group, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}, nil
 }
 
 // argoCDEvent is the body of the webhook template in manifests/argocd/notifications.
@@ -73,38 +76,38 @@ type argoCDEvent struct {
 }
 
 // DecodeArgoCDEvent reads an Argo CD notification and names the Application it is about.
-func DecodeArgoCDEvent(body []byte) (HookEvent, error) {
+func DecodeArgoCDEvent(body []byte) (Event, error) {
 	var e argoCDEvent
 	if err := json.Unmarshal(body, &e); err != nil {
-		return HookEvent{}, fmt.Errorf("not a Stagecoach Argo CD notification: %w", err)
+		return Event{}, fmt.Errorf("not a Stagecoach Argo CD notification: %w", err)
 	}
 	if e.App == "" || e.Namespace == "" {
-		return HookEvent{}, errors.New("not a Stagecoach Argo CD notification: app and namespace are required")
+		return Event{}, errors.New("not a Stagecoach Argo CD notification: app and namespace are required")
 	}
-	return HookEvent{Group: "argoproj.io", Kind: "Application", Namespace: e.Namespace, Name: e.App}, nil
+	return Event{Group: "argoproj.io", Kind: "Application", Namespace: e.Namespace, Name: e.App}, nil
 }
 
 // SecretReader returns a secret value (a hook token); implementations cache it.
 type SecretReader func(ctx context.Context) ([]byte, error)
 
-// Hooks serves /hooks/flux and /hooks/argocd. A verified event wakes the Stages that apply
+// Receiver serves /hooks/flux and /hooks/argocd. A verified event wakes the Stages that apply
 // through the object it names; nothing else happens on the request path.
-type Hooks struct {
+type Receiver struct {
 	FluxToken   SecretReader // HMAC key of the generic-hmac Provider; nil disables /hooks/flux
 	ArgoCDToken SecretReader // bearer token of the notifications webhook; nil disables /hooks/argocd
 	// Lookup finds the Stages whose applier is the object.
-	Lookup func(ctx context.Context, e HookEvent) []reconcile.Request
+	Lookup func(ctx context.Context, e Event) []reconcile.Request
 	// Wake enqueues Stages.
 	Wake func(reqs []reconcile.Request)
-	// MaxInFlight bounds concurrent requests (DefaultMaxHookRequests when 0).
+	// MaxInFlight bounds concurrent requests (DefaultMaxRequests when 0).
 	MaxInFlight int
 	// MaxInFlightPerSource bounds the concurrent requests of one source
-	// (DefaultMaxHookRequestsPerSource when 0). A source is the TCP peer's address (an IPv6
+	// (DefaultMaxRequestsPerSource when 0). A source is the TCP peer's address (an IPv6
 	// peer's /64), never a header such as X-Forwarded-For that the client writes: behind a
 	// proxy every request comes from the proxy, and shares its bound.
 	MaxInFlightPerSource int
 	// RequestTimeout bounds reading a whole request, headers and body
-	// (DefaultHookRequestTimeout when 0); ConfigureServer sets it on the server.
+	// (DefaultRequestTimeout when 0); ConfigureServer sets it on the server.
 	RequestTimeout time.Duration
 	// Leading reports whether this replica runs the Stage controller and so can act on a hook;
 	// nil means always. Every replica serves the hooks, a replica not leading answers 503 so that
@@ -117,7 +120,7 @@ type Hooks struct {
 
 // ConfigureServer makes the server that serves Handler read each request, headers and body,
 // within RequestTimeout: past it the connection is cut and a handler reading the body answers 408.
-func (h *Hooks) ConfigureServer(s *http.Server) {
+func (h *Receiver) ConfigureServer(s *http.Server) {
 	d := h.requestTimeout()
 	s.ReadTimeout = d
 	if s.ReadHeaderTimeout <= 0 || s.ReadHeaderTimeout > d {
@@ -126,15 +129,15 @@ func (h *Hooks) ConfigureServer(s *http.Server) {
 }
 
 // Handler returns the hooks' HTTP handler.
-func (h *Hooks) Handler() http.Handler {
+func (h *Receiver) Handler() http.Handler {
 	n := h.MaxInFlight
 	if n <= 0 {
-		n = DefaultMaxHookRequests
+		n = DefaultMaxRequests
 	}
 	h.inFlight = make(chan struct{}, n)
 	perSource := h.MaxInFlightPerSource
 	if perSource <= 0 {
-		perSource = DefaultMaxHookRequestsPerSource
+		perSource = DefaultMaxRequestsPerSource
 	}
 	h.sources = &sourceLimit{max: perSource, held: map[string]int{}}
 	mux := http.NewServeMux()
@@ -154,8 +157,8 @@ type headerCheck func(r *http.Request) (ok bool, status int, msg string)
 type bodyCheck func(r *http.Request, body []byte) (ok bool, status int, msg string)
 
 // serve bounds, authenticates, then reads: a request that is not from the engine costs no more
-// than its headers (and, for Flux, whose signature covers the body, at most MaxHookBody).
-func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (HookEvent, error)) http.HandlerFunc {
+// than its headers (and, for Flux, whose signature covers the body, at most MaxBody).
+func (h *Receiver) serve(headers headerCheck, body bodyCheck, decode func([]byte) (Event, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			refuse(w, "use POST", http.StatusMethodNotAllowed)
@@ -183,19 +186,19 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 			refuse(w, "this replica is not the leader and does not act on hooks; retry", http.StatusServiceUnavailable)
 			return
 		}
-		if r.ContentLength > MaxHookBody {
-			refuse(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
+		if r.ContentLength > MaxBody {
+			refuse(w, fmt.Sprintf("body over %d bytes", MaxBody), http.StatusRequestEntityTooLarge)
 			return
 		}
 		if ok, status, msg := headers(r); !ok {
 			refuse(w, msg, status)
 			return
 		}
-		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHookBody))
+		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				http.Error(w, fmt.Sprintf("body over %d bytes", MaxHookBody), http.StatusRequestEntityTooLarge)
+				http.Error(w, fmt.Sprintf("body over %d bytes", MaxBody), http.StatusRequestEntityTooLarge)
 				return
 			}
 			var netErr net.Error
@@ -226,11 +229,11 @@ func (h *Hooks) serve(headers headerCheck, body bodyCheck, decode func([]byte) (
 	}
 }
 
-func (h *Hooks) requestTimeout() time.Duration {
+func (h *Receiver) requestTimeout() time.Duration {
 	if h.RequestTimeout > 0 {
 		return h.RequestTimeout
 	}
-	return DefaultHookRequestTimeout
+	return DefaultRequestTimeout
 }
 
 // sourceLimit counts the requests in flight per source.

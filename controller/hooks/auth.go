@@ -1,4 +1,4 @@
-package controller
+package hooks
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func ParseSignature(header string) (func() hash.Hash, []byte, error) {
 
 // checkFluxHeader refuses a request whose signature header cannot be right, or when the key
 // cannot be read, before its body is read.
-func (h *Hooks) checkFluxHeader(r *http.Request) (bool, int, string) {
+func (h *Receiver) checkFluxHeader(r *http.Request) (bool, int, string) {
 	if _, _, err := ParseSignature(r.Header.Get("X-Signature")); err != nil {
 		return false, http.StatusUnauthorized, err.Error()
 	}
@@ -65,7 +65,7 @@ func (h *Hooks) checkFluxHeader(r *http.Request) (bool, int, string) {
 }
 
 // verifyFlux checks the HMAC of the raw body.
-func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
+func (h *Receiver) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
 	newHash, want, err := ParseSignature(r.Header.Get("X-Signature"))
 	if err != nil {
 		return false, http.StatusUnauthorized, err.Error()
@@ -83,7 +83,7 @@ func (h *Hooks) verifyFlux(r *http.Request, body []byte) (bool, int, string) {
 }
 
 // verifyArgoCD checks Authorization: Bearer <token>, in constant time.
-func (h *Hooks) verifyArgoCD(r *http.Request) (bool, int, string) {
+func (h *Receiver) verifyArgoCD(r *http.Request) (bool, int, string) {
 	got, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found || got == "" {
 		return false, http.StatusUnauthorized, "missing Authorization: Bearer <token>"

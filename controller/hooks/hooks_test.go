@@ -1,24 +1,15 @@
-package controller
+package hooks
 
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,15 +37,15 @@ func sign(key, body string) string {
 // recorder stands in for the Stage index and queue: it records what the hooks woke.
 type recorder struct {
 	mu     sync.Mutex
-	looked []HookEvent
+	looked []Event
 	woken  []reconcile.Request
 }
 
-func (r *recorder) hooks() *Hooks {
-	return &Hooks{
+func (r *recorder) hooks() *Receiver {
+	return &Receiver{
 		FluxToken:   func(context.Context) ([]byte, error) { return []byte("flux-key"), nil },
 		ArgoCDToken: func(context.Context) ([]byte, error) { return []byte("argo-token"), nil },
-		Lookup: func(_ context.Context, e HookEvent) []reconcile.Request {
+		Lookup: func(_ context.Context, e Event) []reconcile.Request {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.looked = append(r.looked, e)
@@ -70,7 +61,7 @@ func (r *recorder) hooks() *Hooks {
 
 func TestHooks(t *testing.T) {
 	big := strings.Repeat("x", 2<<20)
-	justOver := strings.Repeat("x", MaxHookBody+1)
+	justOver := strings.Repeat("x", MaxBody+1)
 	cases := []struct {
 		name       string
 		method     string
@@ -79,11 +70,11 @@ func TestHooks(t *testing.T) {
 		header     map[string]string
 		wantStatus int
 		wantWoken  []string
-		wantEvent  HookEvent
+		wantEvent  Event
 	}{
 		{name: "signed Flux event", path: "/hooks/flux", body: fluxBody, header: map[string]string{"X-Signature": sign("flux-key", fluxBody)},
 			wantStatus: http.StatusAccepted, wantWoken: []string{"dev/stage-of-payments"},
-			wantEvent: HookEvent{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization", Namespace: "dev", Name: "payments"}},
+			wantEvent: Event{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization", Namespace: "dev", Name: "payments"}},
 		{name: "signed with another key", path: "/hooks/flux", body: fluxBody, header: map[string]string{"X-Signature": sign("other", fluxBody)},
 			wantStatus: http.StatusUnauthorized},
 		{name: "no signature", path: "/hooks/flux", body: fluxBody, wantStatus: http.StatusUnauthorized},
@@ -105,7 +96,7 @@ func TestHooks(t *testing.T) {
 		{name: "GET", method: http.MethodGet, path: "/hooks/flux", wantStatus: http.StatusMethodNotAllowed},
 		{name: "Argo CD notification", path: "/hooks/argocd", body: `{"app":"payments","namespace":"prod","phase":"Succeeded"}`,
 			header: map[string]string{"Authorization": "Bearer argo-token"}, wantStatus: http.StatusAccepted, wantWoken: []string{"prod/stage-of-payments"},
-			wantEvent: HookEvent{Group: "argoproj.io", Kind: "Application", Namespace: "prod", Name: "payments"}},
+			wantEvent: Event{Group: "argoproj.io", Kind: "Application", Namespace: "prod", Name: "payments"}},
 		{name: "Argo CD wrong token", path: "/hooks/argocd", body: `{"app":"payments","namespace":"prod"}`,
 			header: map[string]string{"Authorization": "Bearer guess"}, wantStatus: http.StatusUnauthorized},
 		{name: "Argo CD no token", path: "/hooks/argocd", body: `{"app":"payments","namespace":"prod"}`, wantStatus: http.StatusUnauthorized},
@@ -145,7 +136,7 @@ func TestHooks(t *testing.T) {
 				return
 			}
 			g.Expect(woken).To(Equal(tc.wantWoken))
-			g.Expect(rec.looked).To(Equal([]HookEvent{tc.wantEvent}))
+			g.Expect(rec.looked).To(Equal([]Event{tc.wantEvent}))
 		})
 	}
 }
@@ -237,7 +228,7 @@ func TestHooksBoundConcurrentRequests(t *testing.T) {
 	h := rec.hooks()
 	h.MaxInFlight = 1
 	entered, release := make(chan struct{}), make(chan struct{})
-	h.Lookup = func(context.Context, HookEvent) []reconcile.Request {
+	h.Lookup = func(context.Context, Event) []reconcile.Request {
 		close(entered)
 		<-release
 		return nil
@@ -258,7 +249,7 @@ func TestHooksBoundConcurrentRequests(t *testing.T) {
 	g.Expect(second.Header().Get("Retry-After")).NotTo(BeEmpty())
 	close(release)
 	g.Expect(<-first).To(Equal(http.StatusAccepted))
-	h.Lookup = func(context.Context, HookEvent) []reconcile.Request { return nil }
+	h.Lookup = func(context.Context, Event) []reconcile.Request { return nil }
 	g.Expect(post().Code).To(Equal(http.StatusAccepted), "the slot is free again")
 }
 
@@ -317,59 +308,6 @@ func FuzzParseSignature(f *testing.F) {
 	})
 }
 
-// writeCert writes a self-signed certificate for 127.0.0.1 and its key.
-func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
-func TestHooksServeTLSFromFiles(t *testing.T) {
-	g := NewWithT(t)
-	certFile, keyFile := writeCert(t, t.TempDir())
-	certs := &certReloader{certFile: certFile, keyFile: keyFile}
-	srv := httptest.NewUnstartedServer((&recorder{}).hooks().Handler())
-	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	pool := x509.NewCertPool()
-	pemBytes, err := os.ReadFile(certFile)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(pool.AppendCertsFromPEM(pemBytes)).To(BeTrue())
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/hooks/argocd", strings.NewReader(`{"app":"payments","namespace":"prod"}`))
-	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Authorization", "Bearer argo-token")
-	resp, err := c.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
-	g.Expect(resp.TLS).NotTo(BeNil())
-
-	_, err = (&certReloader{certFile: filepath.Join(t.TempDir(), "absent.crt"), keyFile: keyFile}).GetCertificate(nil)
-	g.Expect(err).To(MatchError(ContainSubstring("failed to read the hooks' TLS certificate")))
-}
-
 // One source holds at most MaxInFlightPerSource requests (answered 429 beyond it) while another
 // source still gets through; X-Forwarded-For, written by the client, does not change the source.
 func TestHooksBoundRequestsPerSource(t *testing.T) {
@@ -378,7 +316,7 @@ func TestHooksBoundRequestsPerSource(t *testing.T) {
 	h.MaxInFlightPerSource = 1
 	entered, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
-	h.Lookup = func(context.Context, HookEvent) []reconcile.Request {
+	h.Lookup = func(context.Context, Event) []reconcile.Request {
 		if first.CompareAndSwap(false, true) { // the first request is held until released
 			close(entered)
 			<-release
@@ -434,7 +372,7 @@ func TestHooksConfigureServerBoundsTheWholeRequest(t *testing.T) {
 		header, wantRead  time.Duration
 		wantHeaderTimeout time.Duration
 	}{
-		{name: "default", header: 10 * time.Second, wantRead: DefaultHookRequestTimeout, wantHeaderTimeout: DefaultHookRequestTimeout},
+		{name: "default", header: 10 * time.Second, wantRead: DefaultRequestTimeout, wantHeaderTimeout: DefaultRequestTimeout},
 		{name: "shorter than the header timeout", timeout: 2 * time.Second, header: 10 * time.Second, wantRead: 2 * time.Second, wantHeaderTimeout: 2 * time.Second},
 		{name: "header timeout kept when shorter", timeout: 8 * time.Second, header: time.Second, wantRead: 8 * time.Second, wantHeaderTimeout: time.Second},
 	}
@@ -442,7 +380,7 @@ func TestHooksConfigureServerBoundsTheWholeRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			s := &http.Server{ReadHeaderTimeout: tt.header, ReadTimeout: 30 * time.Second}
-			(&Hooks{RequestTimeout: tt.timeout}).ConfigureServer(s)
+			(&Receiver{RequestTimeout: tt.timeout}).ConfigureServer(s)
 			g.Expect(s.ReadTimeout).To(Equal(tt.wantRead))
 			g.Expect(s.ReadHeaderTimeout).To(Equal(tt.wantHeaderTimeout))
 		})
