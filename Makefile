@@ -182,7 +182,7 @@ $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS_DIR)/gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(TOOLS_DIR)/gobin/controller-gen $@
 
-# Every fuzz target of the module (19) for FUZZTIME each, from its seeds and testdata/fuzz corpus.
+# Every fuzz target of the module for FUZZTIME each, from its seeds and testdata/fuzz corpus.
 FUZZ ?=
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (10s) from its checked-in seed corpus (FUZZ=pattern picks targets; hack/fuzz.sh).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -168,6 +169,12 @@ func (a applierRollout) apply(ctx context.Context, run *promotionRun, p *stageco
 		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) and promote again",
 			run.obj.GetKind(), run.obj.GetName(), current, stage.Namespace, stage.Name)
 		run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
+		// Saved before the Promotion finishes (as control does): an Aborted Promotion is never run
+		// again, so a Stage write lost after it (a conflict under load) would lose the Frozen
+		// condition, and the next promote would write over the foreign value.
+		if err := run.commit(ctx); err != nil {
+			return false, err
+		}
 		run.event(stage, corev1.EventTypeWarning, stagecoachv1.EventFrozen, "%s", msg)
 		run.engineEvent(p, corev1.EventTypeWarning, stagecoachv1.EventFrozen, msg)
 		return false, run.status.finish(ctx, p, stagecoachv1.PhaseAborted, "not applied: "+msg)
@@ -202,8 +209,14 @@ func (a applierRollout) apply(ctx context.Context, run *promotionRun, p *stageco
 		return false, err
 	}
 	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
-	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil {
+	// Only over the object as read: a value someone wrote since (not in the cache yet) must be
+	// seen, and judged a foreign write, not silently overwritten.
+	if err := run.r.Patch(ctx, run.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		// Not recorded: the applier still holds the value known before, not someone else's.
+		if apierrors.IsConflict(err) {
+			return false, fmt.Errorf("%s %q changed since it was read, so %s was not written over it; reading it again: %w",
+				run.obj.GetKind(), run.obj.GetName(), digest, err)
+		}
 		return false, fmt.Errorf("failed to apply %s to %s %q: %w", digest, run.obj.GetKind(), run.obj.GetName(), err)
 	}
 	// Record the write on the Stage before anything else, so it is never taken for someone else's.

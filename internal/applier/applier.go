@@ -52,7 +52,7 @@ type Observation struct {
 // Applier is one kind's whole contract: every capability a kind may have is a method here, and
 // Defaults answers for a kind without it, so the controller asks every applier the same
 // questions and never probes for optional interfaces. Which kind answers what is tabled in
-// docs (and README "Appliers"); a new kind embeds Defaults and overrides what it can do.
+// docs/stage.md ("What each kind can do"); a new kind embeds Defaults and overrides what it can do.
 type Applier interface {
 	// Validate reports why the object cannot carry promotions (blocking, Ready=False) and what
 	// besides the digest decides what runs (not blocking, Mediated=False).

@@ -46,7 +46,7 @@ import (
 // Without the built UI (a machine without an argo-ui checkout) the test says so and how to build
 // it, and skips: TestPromotionTabInArgoCD still covers the tab in argocd-server on the extension's
 // harness page. Screenshots go to out/argocd-webui-*.png; STAGECOACH_DOCS_SCREENSHOTS=1 also
-// writes the ones the README shows to docs/ui-*.png.
+// writes the ones docs/ui.md shows to docs/ui-*.png.
 func TestPromotionTabInArgoCDWebUI(t *testing.T) {
 	web, err := localstack.CachedArgoCDWebUI()
 	if err != nil {

@@ -82,12 +82,18 @@ func startControllerWith(t *testing.T, patches *atomic.Int32, mutate func(*contr
 		}
 		return interceptor.NewClient(c, interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
+				written := false
 				if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Application" {
 					if data, err := patch.Data(obj); err == nil && (strings.Contains(string(data), "targetRevision") || strings.Contains(string(data), "STAGECOACH_DIGEST")) {
-						patches.Add(1)
+						written = true
 					}
 				}
-				return c.Patch(ctx, obj, patch, po...)
+				// Counted when the API server took it (a write refused for a conflict wrote nothing).
+				err := c.Patch(ctx, obj, patch, po...)
+				if err == nil && written {
+					patches.Add(1)
+				}
+				return err
 			},
 		}), nil
 	}
