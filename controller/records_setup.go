@@ -48,7 +48,8 @@ func setUpRecords(ctx context.Context, reader client.Reader, opts Options, stage
 }
 
 // applyRepositoryOf reads the OCI repository a Stage applies from off its applier: an Argo CD
-// Application's OCI source, a Flux OCIRepository's url; "" when it cannot tell.
+// Application's OCI source (with a Helm chart's name: the chart's own repository), a Flux
+// OCIRepository's url; "" when it cannot tell.
 func (r *StageReconciler) applyRepositoryOf(ctx context.Context, stage *stagecoachv1.Stage) string {
 	if stage.Status.Applier == nil {
 		return ""
@@ -62,7 +63,11 @@ func (r *StageReconciler) applyRepositoryOf(ctx context.Context, stage *stagecoa
 	}
 	for _, path := range [][]string{{"spec", "source", "repoURL"}, {"spec", "url"}} {
 		if v, ok, _ := unstructured.NestedString(obj.Object, path...); ok && v != "" {
-			return strings.TrimPrefix(v, "oci://")
+			repo := strings.TrimSuffix(strings.TrimPrefix(v, "oci://"), "/")
+			if chart, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "chart"); chart != "" {
+				repo += "/" + chart
+			}
+			return repo
 		}
 	}
 	return ""

@@ -51,8 +51,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// applyManifests creates every object of a multi-document YAML file.
-func applyManifests(t *testing.T, path string) {
+// applyManifests creates every object of a multi-document YAML file, each changed by mutate
+// first when given.
+func applyManifests(t *testing.T, path string, mutate ...func(*unstructured.Unstructured)) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
@@ -67,6 +68,9 @@ func applyManifests(t *testing.T, path string) {
 		NewWithT(t).Expect(utilyaml.Unmarshal(doc, &obj.Object)).To(Succeed())
 		if len(obj.Object) == 0 {
 			continue
+		}
+		for _, m := range mutate {
+			m(obj)
 		}
 		// Another test of this suite may have applied the same file.
 		if err := env.Client.Create(t.Context(), obj); !apierrors.IsAlreadyExists(err) {

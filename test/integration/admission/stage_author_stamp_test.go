@@ -1,12 +1,7 @@
 package admission
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,41 +11,25 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/test/integration/testenv"
 )
 
-// applyStampPolicy creates manifests/policies/optional/stage-author-stamp.yaml with its binding limited to
-// namespace (the suite's other tests run in default and write authors by hand).
+// applyStampPolicy creates manifests/policies/optional/stage-author-stamp.yaml with its binding
+// limited to namespace (the suite's other tests run in default and write authors by hand).
 func applyStampPolicy(t *testing.T, namespace string) {
 	t.Helper()
-	g := NewWithT(t)
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "manifests", "policies", "optional", "stage-author-stamp.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	kinds := 0
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		obj := &unstructured.Unstructured{}
-		g.Expect(utilyaml.Unmarshal(doc, &obj.Object)).To(Succeed())
-		if len(obj.Object) == 0 {
-			continue
-		}
+	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "optional", "stage-author-stamp.yaml"), func(obj *unstructured.Unstructured) {
 		kinds++
 		if obj.GetKind() == "MutatingAdmissionPolicyBinding" {
-			g.Expect(unstructured.SetNestedField(obj.Object, map[string]any{
+			NewWithT(t).Expect(unstructured.SetNestedField(obj.Object, map[string]any{
 				"matchLabels": map[string]any{"kubernetes.io/metadata.name": namespace}}, "spec", "matchResources", "namespaceSelector")).To(Succeed())
 		}
-		g.Expect(env.Client.Create(t.Context(), obj)).To(Succeed(), "creating %s %s", obj.GetKind(), obj.GetName())
-	}
-	g.Expect(kinds).To(Equal(2), "the file holds the policy and its binding")
+	})
+	NewWithT(t).Expect(kinds).To(Equal(2), "the file holds the policy and its binding")
 }
 
 // Where the API server serves MutatingAdmissionPolicy, a Stage's author is stamped from the
