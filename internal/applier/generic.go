@@ -208,6 +208,16 @@ func (w WithCompletion) Observe(obj *unstructured.Unstructured, digest string) O
 	return rules
 }
 
+// AlreadyLive holds only when the rules hold too: the engine's comparison proves the version
+// live, not what the rules ask of it.
+func (w WithCompletion) AlreadyLive(obj *unstructured.Unstructured, digest string, written time.Time) (string, bool) {
+	at, ok := w.Applier.AlreadyLive(obj, digest, written)
+	if !ok || ObserveCompletion(w.Stage, w.Rules, obj).Phase != Landed {
+		return "", false
+	}
+	return at, true
+}
+
 type renderedField struct {
 	path   string
 	tokens []string

@@ -231,6 +231,46 @@ func TestWithCompletion(t *testing.T) {
 	}
 }
 
+// An engine's proof that a version is already live (a rollback Argo CD found running) counts
+// only when the Stage's completion rules hold too (a Stage's rules were skipped once the wrapper
+// answered for every capability).
+func TestWithCompletionAlreadyLive(t *testing.T) {
+	rules := &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
+		Succeeded: &stagecoachv1.FieldMatch{Key: succeededKey, Value: "True"},
+		Failed:    &stagecoachv1.FieldMatch{Key: succeededKey, Value: "False"}}}
+	for _, tc := range []struct {
+		name   string
+		live   bool
+		status string
+		want   bool
+	}{
+		{name: "live and the rules hold", live: true, status: "True", want: true},
+		{name: "live, the rules do not hold yet", live: true, status: "Unknown"},
+		{name: "live, a rule failed", live: true, status: "False"},
+		{name: "not live", status: "True"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := WithCompletion{Applier: liveEngine{live: tc.live}, Stage: "s", Rules: rules}
+			at, ok := w.AlreadyLive(widget(1, map[string]any{"observedGeneration": int64(1), "conditions": condition(tc.status)}), genericDigest, time.Unix(0, 0))
+			g.Expect(ok).To(Equal(tc.want))
+			if tc.want {
+				g.Expect(at).To(Equal("2026-12-06T10:00:00Z"))
+			}
+		})
+	}
+}
+
+// liveEngine proves any version live when live is set.
+type liveEngine struct {
+	fixedObservation
+	live bool
+}
+
+func (l liveEngine) AlreadyLive(*unstructured.Unstructured, string, time.Time) (string, bool) {
+	return "2026-12-06T10:00:00Z", l.live
+}
+
 // fixedObservation is an engine whose observation the test decides.
 type fixedObservation struct {
 	Defaults
