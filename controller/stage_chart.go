@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
@@ -120,7 +121,7 @@ func (r *StageReconciler) checkChart(ctx context.Context, stage *stagecoachv1.St
 	}
 	src, ok, err := r.chartSource(ctx, v.engine, v.obj)
 	if err != nil || !ok {
-		r.charts.forget(stageKey(stage))
+		r.charts.forget(client.ObjectKeyFromObject(stage))
 		return err
 	}
 	described := fmt.Sprintf("%s '%s/%s'", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name)
@@ -129,13 +130,13 @@ func (r *StageReconciler) checkChart(ctx context.Context, stage *stagecoachv1.St
 	interval := chartRecheckInterval(head)
 	switch {
 	case src.Repository == "":
-		r.charts.forget(stageKey(stage))
+		r.charts.forget(client.ObjectKeyFromObject(stage))
 		v.unmediated = &applier.Problem{Reason: stagecoachv1.ReasonChartNotInRegistry, Message: fmt.Sprintf(
 			"%s is given a chart version and takes the chart from %s: %s. Nothing ties the version written to the digest the gates judge, so Stagecoach refuses to promote by version here: serve the chart from an OCI registry%s, or promote by digest (an oci:// source, a Flux OCIRepository, or applyRef.valuesKey)",
 			described, src.From, src.NotOCI, inRepository(judged))}
 		return nil
 	case judged != "" && !applier.SameRepository(src.Repository, judged):
-		r.charts.forget(stageKey(stage))
+		r.charts.forget(client.ObjectKeyFromObject(stage))
 		v.unmediated = &applier.Problem{Reason: stagecoachv1.ReasonChartRepositoryMismatch, Message: fmt.Sprintf(
 			"%s pulls its chart from %s (%s), but the Stage's versions are judged in %s (%s): the gates judge a tag there while the engine pulls the version elsewhere. Point the chart at %s, or the Stage's source at %s",
 			described, src.Repository, src.From, judged, judgedBy, judged, src.Repository)}
@@ -168,7 +169,7 @@ func (r *StageReconciler) recheckRunning(ctx context.Context, stage, head *stage
 	cur := stage.Status.Current
 	if cur == nil || cur.VerifiedAt == nil || cur.Digest == "" || cur.Version == "" || v.engine.Revision(v.obj) != cur.Digest {
 		// Nothing verified runs through it (a Promotion's own checks cover what it writes).
-		r.charts.forget(stageKey(stage))
+		r.charts.forget(client.ObjectKeyFromObject(stage))
 		return nil, 0
 	}
 	if msg, drifted := v.engine.Drifted(v.obj, cur.Digest); drifted {
@@ -221,7 +222,7 @@ type chartRecheck struct {
 func (c *chartRechecks) get(stage *stagecoachv1.Stage, repository, tag, digest string, now time.Time, interval time.Duration) (chartRecheck, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	got, ok := c.seen[stageKey(stage)]
+	got, ok := c.seen[client.ObjectKeyFromObject(stage)]
 	if ok && got.repository == repository && got.tag == tag && got.digest == digest && now.Sub(got.at) < interval {
 		return got, true
 	}
@@ -234,15 +235,11 @@ func (c *chartRechecks) put(stage *stagecoachv1.Stage, check chartRecheck) {
 	if c.seen == nil {
 		c.seen = map[types.NamespacedName]chartRecheck{}
 	}
-	c.seen[stageKey(stage)] = check
+	c.seen[client.ObjectKeyFromObject(stage)] = check
 }
 
 func (c *chartRechecks) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.seen, key)
-}
-
-func stageKey(stage *stagecoachv1.Stage) types.NamespacedName {
-	return types.NamespacedName{Namespace: stage.Namespace, Name: stage.Name}
 }

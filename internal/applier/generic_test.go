@@ -205,10 +205,15 @@ func TestGenericApplyConfiguration(t *testing.T) {
 	g.Expect(gen.Observe(obj, genericDigest).Reason).To(Equal("WaitingForRevision"))
 }
 
-func TestWithCompletion(t *testing.T) {
-	rules := &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
+// succeededRules: the object's Succeeded condition decides, True or False.
+func succeededRules() *stagecoachv1.CompletionRules {
+	return &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
 		Succeeded: &stagecoachv1.FieldMatch{Key: succeededKey, Value: "True"},
 		Failed:    &stagecoachv1.FieldMatch{Key: succeededKey, Value: "False"}}}
+}
+
+func TestWithCompletion(t *testing.T) {
+	rules := succeededRules()
 	for _, tc := range []struct {
 		name   string
 		engine Observation
@@ -235,9 +240,7 @@ func TestWithCompletion(t *testing.T) {
 // only when the Stage's completion rules hold too (a Stage's rules were skipped once the wrapper
 // answered for every capability).
 func TestWithCompletionAlreadyLive(t *testing.T) {
-	rules := &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
-		Succeeded: &stagecoachv1.FieldMatch{Key: succeededKey, Value: "True"},
-		Failed:    &stagecoachv1.FieldMatch{Key: succeededKey, Value: "False"}}}
+	rules := succeededRules()
 	for _, tc := range []struct {
 		name   string
 		live   bool
