@@ -28,10 +28,16 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller/freeze"
 	"github.com/stagecoach-dev/stagecoach/controller/hooks"
+	"github.com/stagecoach-dev/stagecoach/controller/records"
+	"github.com/stagecoach-dev/stagecoach/controller/stage"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/metrics"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
+
+// FieldManager is the field manager of what Stagecoach server-side applies.
+const FieldManager = applier.FieldManager
 
 // ControllerName is the name the controller reports in events and as its field owner.
 const ControllerName = "stagecoach-controller"
@@ -60,14 +66,14 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	}
 	// Nothing reads managedFields from the cache; stripped, 5,000 Stages and their Promotions
 	// take far less memory (issue 21). The Applications a fleet watches are slimmed too.
-	cacheOpts := cache.Options{DefaultTransform: slimCached}
+	cacheOpts := cache.Options{DefaultTransform: stage.SlimCached}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
-	clusterSecretCache(&cacheOpts)
+	stage.ClusterSecretCache(&cacheOpts)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
@@ -92,17 +98,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := mgr.AddReadyzCheck("informers", cacheSyncedCheck(mgr.GetCache())); err != nil {
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
-	applierCache, err := newApplierCache(mgr, opts.WatchNamespaces)
+	applierCache, err := stage.NewApplierCache(mgr, opts.WatchNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the cache of appliers: %w", err)
 	}
-	if err := mgr.Add(cacheRunnable{applierCache}); err != nil {
+	if err := mgr.Add(stage.CacheRunnable{Cache: applierCache}); err != nil {
 		return nil, fmt.Errorf("failed to add the cache of appliers: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("applier-informers", cacheSyncedCheck(applierCache)); err != nil {
 		return nil, fmt.Errorf("failed to add the readiness check: %w", err)
 	}
-	appliers := &applierReader{cache: applierCache, live: mgr.GetAPIReader()}
+	appliers := stage.NewApplierReader(applierCache, mgr.GetAPIReader())
 	versions, err := newServerVersionReader(mgr.GetConfig(), 10*time.Minute)
 	if err != nil {
 		return nil, err
@@ -111,7 +117,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
-	stages := &StageReconciler{
+	stages := &stage.Reconciler{
 		SigstoreTrustedRoot:       sigstoreRoot,
 		ServerVersion:             versions.Read,
 		WatchNamespaces:           opts.WatchNamespaces,
@@ -121,9 +127,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		CheckPluginDir:            opts.CheckPluginDir,
 		ClusterFreezeNamespace:    opts.ClusterFreezeNamespace,
 		AllowInternalCheckTargets: opts.AllowInternalCheckTargets,
-		Client:                    writeTrackingClient{Client: mgr.GetClient(), appliers: appliers},
+		Client:                    stage.NewWriteTrackingClient(mgr.GetClient(), appliers),
 		APIReader:                 mgr.GetAPIReader(),
-		appliers:                  appliers,
+		Appliers:                  appliers,
 		RESTMapper:                mgr.GetRESTMapper(),
 		Events:                    mgr.GetEventRecorder(ControllerName),
 		ApplierRetryInterval:      opts.ApplierRetryInterval,
@@ -139,10 +145,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		}
 		stages.FluxEvents = recorder
 	}
-	trustWatch, err := setUpRecords(ctx, mgr.GetAPIReader(), opts, stages)
+	recorder, follower, trustWatch, err := records.SetUp(ctx, mgr.GetAPIReader(), opts.recordsConfig())
 	if err != nil {
 		return nil, err
 	}
+	stages.Recorder, stages.Follower = recorder, follower
 	if trustWatch != nil {
 		if err := mgr.Add(trustWatch); err != nil {
 			return nil, fmt.Errorf("failed to add the upstream trust ConfigMap reader: %w", err)
@@ -184,12 +191,12 @@ func cacheSyncedCheck(c cache.Cache) healthz.Checker {
 }
 
 // addHooks serves the notification hooks when an address and at least one secret are configured.
-func addHooks(mgr ctrl.Manager, opts Options, stages *StageReconciler) error {
+func addHooks(mgr ctrl.Manager, opts Options, stages *stage.Reconciler) error {
 	if opts.HooksBindAddress == "0" || (opts.FluxHookSecret == "" && opts.ArgoCDHookSecret == "") {
 		return nil
 	}
 	elected := mgr.Elected()
-	receiver := &hooks.Receiver{Lookup: stages.stagesForHookEvent, Wake: stages.wake, Leading: func() bool {
+	receiver := &hooks.Receiver{Lookup: stages.StagesForHookEvent, Wake: stages.Wake, Leading: func() bool {
 		select {
 		case <-elected:
 			return true

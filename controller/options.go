@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/stagecoach-dev/stagecoach/controller/records"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
@@ -326,4 +327,41 @@ func (o *Options) sigstoreTrustedRoot() ([]byte, error) {
 		return nil, fmt.Errorf("invalid --sigstore-trusted-root %q: %w", o.SigstoreTrustedRoot, err)
 	}
 	return data, nil
+}
+
+const (
+	// TrustConfigMapPrefix marks --upstream-trust as a ConfigMap: configmap:NAMESPACE/NAME.
+	TrustConfigMapPrefix = "configmap:"
+	// TrustConfigMapKey is the key of that ConfigMap holding the trust config.
+	TrustConfigMapKey = records.TrustConfigMapKey
+	// DefaultUpstreamTrustRecheck is how often a trust ConfigMap is read again.
+	DefaultUpstreamTrustRecheck = records.DefaultUpstreamTrustRecheck
+)
+
+// trustConfigMap returns the ConfigMap --upstream-trust names; ok is false for a file.
+func trustConfigMap(flag string) (key client.ObjectKey, ok bool, err error) {
+	ref, ok := strings.CutPrefix(flag, TrustConfigMapPrefix)
+	if !ok {
+		return client.ObjectKey{}, false, nil
+	}
+	key, err = parseSecretRef(ref)
+	if err != nil {
+		return client.ObjectKey{}, true, fmt.Errorf("must be configmap:NAMESPACE/NAME of a ConfigMap with key %s", TrustConfigMapKey)
+	}
+	return key, true, nil
+}
+
+// recordsConfig is what the validated options say of records.
+func (o *Options) recordsConfig() records.Config {
+	cfg := records.Config{RegistryTimeout: o.RegistryTimeout, UpstreamRecordsInterval: o.UpstreamRecordsInterval,
+		TrustRecheck: o.UpstreamTrustRecheck, Repository: o.RecordsRepository, Cluster: o.RecordsCluster}
+	if key, isConfigMap, _ := trustConfigMap(o.UpstreamTrust); isConfigMap {
+		cfg.TrustConfigMap = &key
+	} else {
+		cfg.TrustFile = o.UpstreamTrust
+	}
+	if o.RecordsRepository != "" {
+		cfg.KeySecret, _ = parseSecretRef(o.RecordsKeySecret)
+	}
+	return cfg
 }

@@ -128,7 +128,7 @@ type Options struct {
 
 // builders make the appliers of the built-in kinds (stagecoachv1.BuiltinAppliers) that are one
 // object. The ApplicationSet has none: it is a fleet, whose Applications are promoted wave by wave
-// (controller/stage_fleet.go).
+// (controller/controller/stage/fleet.go).
 var builders = map[string]func(Options) Applier{
 	"Application":   func(opts Options) Applier { return ArgoCDApplication{Source: opts.Source} },
 	"OCIRepository": func(opts Options) Applier { return FluxOCIRepository{Kustomization: opts.Through} },
@@ -154,3 +154,6 @@ func revisionNames(revision, digest string) bool {
 	}
 	return revision == digest || len(revision) > len(digest) && revision[len(revision)-len(digest)-1:] == "@"+digest
 }
+
+// FieldManager is the field manager of what Stagecoach server-side applies.
+const FieldManager = "stagecoach"

@@ -1,0 +1,137 @@
+package promotion
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/source"
+	"github.com/stagecoach-dev/stagecoach/internal/source/upstream"
+)
+
+// automate offers the source's candidate: it creates an automatic Promotion when every gate is
+// open (and returns it), and otherwise says in status.candidate what blocks it.
+func (run *Run) automate(ctx context.Context) (*stagecoachv1.Promotion, error) {
+	stage := run.stage
+	offer, err := run.offer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run.sourceRecheck = offer.Recheck
+	candidate, skipped, err := run.eligible(ctx, offer.Candidates)
+	if err != nil {
+		return nil, err
+	}
+	// The newer versions passed over stay listed whatever happens to the candidate.
+	stage.Status.Candidate = nil
+	if offer.Block != nil || len(skipped) > 0 {
+		stage.Status.Candidate = &stagecoachv1.CandidateVersion{Skipped: skipped}
+		if offer.Block != nil {
+			stage.Status.Candidate.BlockedBy = []stagecoachv1.GateBlock{*offer.Block}
+		}
+	}
+	if candidate == nil || !plan.IsNew(stage, candidate, run.promotions) {
+		return nil, nil
+	}
+	automation := plan.AutomationBlocks(stage, candidate, run.now)
+	promote, _, err := run.promoteGates(ctx, candidate.Digest, false)
+	if err != nil {
+		return nil, err
+	}
+	blocks := plan.CandidateBlocks(automation, promote, run.freezes)
+	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest,
+		FirstSeen: candidate.FirstSeen, BlockedBy: blocks, Skipped: skipped}
+	if len(blocks) > 0 {
+		return nil, nil
+	}
+	p := run.automaticPromotion(candidate)
+	if err := run.r.Create(ctx, p); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil // created before a restart; its own event brings it here
+		}
+		return nil, fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
+	}
+	run.status.track(p)
+	return p, nil
+}
+
+// eligible picks the candidate automation considers from what the source offers: for a
+// registry source the newest version that is signed (when the Stage asks) and did not fail here
+// before, with the newer ones it passes over; an upstream offers one version, taken as it is
+// (the history gate then says why it is not taken). A skipped signature is checked again when
+// its verdict expires, so the Stage is looked at again then.
+func (run *Run) eligible(ctx context.Context, offered []plan.Candidate) (*plan.Candidate, []stagecoachv1.SkippedVersion, error) {
+	stage := run.stage
+	if stage.Spec.Source.Registry == nil {
+		if len(offered) == 0 {
+			return nil, nil, nil
+		}
+		return &offered[0], nil, nil
+	}
+	var signatureOf plan.SignatureOf
+	if plan.Asks(stage, stagecoachv1.GateSignature) {
+		verify, err := run.r.signatureVerifier(ctx, stage, run.now)
+		if err != nil {
+			return nil, nil, err
+		}
+		signatureOf = func(digest string) (*plan.SignatureVerdict, error) {
+			v, err := verify(ctx, digest)
+			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
+				run.sourceRecheck = plan.Soonest(run.sourceRecheck, b.Until.Sub(run.now))
+			}
+			return v, err
+		}
+	}
+	return plan.FirstEligible(stage, offered, signatureOf)
+}
+
+// offer asks the Stage's source what it offers now.
+func (run *Run) offer(ctx context.Context) (source.Offer, error) {
+	src := run.r.sourceFor(run.stage)
+	if src == nil {
+		return source.Offer{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: stagecoachv1.ReasonSourceNotSupported,
+			Message: "this controller does not read record sources (upstreamRecords) yet"}}, nil
+	}
+	return src.Offer(ctx, run.stage, run.now)
+}
+
+// automaticPromotion is the Promotion automation creates for a candidate.
+func (run *Run) automaticPromotion(c *plan.Candidate) *stagecoachv1.Promotion {
+	stage := run.stage
+	p := &stagecoachv1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{
+			// Named by the whole digest: after a restart, creating it again finds the first one,
+			// and two versions never share a name.
+			Name: truncateName(stage.Name, "-"+strings.TrimPrefix(c.Digest, "sha256:")), Namespace: stage.Namespace,
+			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
+			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
+		},
+		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote, RequestedBy: run.r.Identity,
+			Version: c.Version(), Reason: "automatic: the source offers " + versionString(c.Version())},
+	}
+	if c.FirstSeen != nil { // kept for DORA lead time (internal/dora.FirstSeen)
+		p.Annotations[stagecoachv1.FirstSeenAnnotation] = c.FirstSeen.UTC().Format(time.RFC3339)
+	}
+	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
+	return p
+}
+
+// sourceFor is the source the Stage takes its versions from; nil for one not built yet.
+func (r *Runner) sourceFor(stage *stagecoachv1.Stage) source.Source {
+	switch {
+	case stage.Spec.Source.Registry != nil:
+		return r.RegistrySource
+	case stage.Spec.Source.Upstream != nil:
+		return upstream.Source{Reader: r.Client}
+	case stage.Spec.Source.UpstreamRecords != nil && r.Follower != nil:
+		return r.Follower
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package promotion
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/check"
+	plugincheck "github.com/stagecoach-dev/stagecoach/plugin/check"
+)
+
+// A check run of a Promotion that is gone (or ended) while its checks run is stopped and dropped
+// by the next reconcile of its Stage; runs of other Stages and of unfinished Promotions stay.
+func TestCheckRunsRetain(t *testing.T) {
+	cases := []struct {
+		name        string
+		sweepStage  types.NamespacedName
+		unfinished  []types.UID
+		wantKept    int
+		wantStopped bool
+	}{
+		{name: "the Promotion is still unfinished", sweepStage: types.NamespacedName{Namespace: "ns", Name: "prod"},
+			unfinished: []types.UID{"p1"}, wantKept: 1},
+		{name: "the Promotion is gone", sweepStage: types.NamespacedName{Namespace: "ns", Name: "prod"},
+			wantKept: 0, wantStopped: true},
+		{name: "another Stage's sweep leaves it alone", sweepStage: types.NamespacedName{Namespace: "ns", Name: "staging"},
+			wantKept: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			// The check's endpoint answers only when the caller gives up, and says so.
+			called, stopped := make(chan struct{}), make(chan struct{})
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(called)
+				select {
+				case <-r.Context().Done():
+					close(stopped)
+				case <-release:
+				}
+			}))
+			defer srv.Close()
+			defer close(release)
+
+			var mu sync.Mutex
+			var woken []reconcile.Request
+			runs := &CheckRuns{runner: &check.Runner{AllowInternalTargets: true}, baseCtx: t.Context(), wake: func(r []reconcile.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				woken = append(woken, r...)
+			}}
+			prod := types.NamespacedName{Namespace: "ns", Name: "prod"}
+			p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", UID: "p1"}}
+			checks := []stagecoachv1.Check{{Name: "slow", HTTP: &stagecoachv1.HTTPCheck{URL: srv.URL},
+				Timeout: &metav1.Duration{Duration: time.Minute}}}
+			_, done := runs.poll(p, prod, checks, check.Input{Stage: "prod", Phase: plugincheck.PhasePostApply})
+			g.Expect(done).To(BeFalse())
+			g.Eventually(called, 5*time.Second).Should(BeClosed(), "the check never called its endpoint")
+
+			unfinished := map[types.UID]bool{}
+			for _, uid := range tc.unfinished {
+				unfinished[uid] = true
+			}
+			runs.Retain(tc.sweepStage, unfinished)
+			g.Expect(runs.size()).To(Equal(tc.wantKept))
+			if tc.wantStopped {
+				g.Eventually(stopped, 5*time.Second).Should(BeClosed(), "the dropped run's check was not stopped")
+				// A dropped run wakes nobody, even once its check returns.
+				g.Consistently(func() []reconcile.Request {
+					mu.Lock()
+					defer mu.Unlock()
+					return woken
+				}, 200*time.Millisecond).Should(BeEmpty())
+				return
+			}
+			g.Consistently(stopped, 200*time.Millisecond).ShouldNot(BeClosed(), "a kept run was stopped")
+		})
+	}
+}

@@ -1,0 +1,43 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
+)
+
+// The Stages a Stage follows, read for its own reconcile: the chain of upstreams to the registry
+// its versions come from, and the Stages it depends on.
+
+// repositoryOf is the OCI repository of the Stage's versions: its registry source's, or the one
+// at the head of its upstream chain. "" when none is known.
+func (r *Reconciler) repositoryOf(ctx context.Context, stage *stagecoachv1.Stage) string {
+	if head := r.charts().Head(ctx, stage); head != nil {
+		return head.Spec.Source.Registry.Repository
+	}
+	return ""
+}
+
+// checkDependencyCycle refuses a Stage whose spec.dependsOn leads back to itself: it could never
+// promote, and a person must change a spec.
+func (r *Reconciler) checkDependencyCycle(ctx context.Context, stage *stagecoachv1.Stage, v *applierVerdict) error {
+	var stages stagecoachv1.StageList
+	if err := r.List(ctx, &stages); err != nil {
+		return fmt.Errorf("failed to list Stages to check the dependencies of Stage %q: %w", stage.Name, err)
+	}
+	all := make(map[types.NamespacedName]*stagecoachv1.Stage, len(stages.Items))
+	for i := range stages.Items {
+		s := &stages.Items[i]
+		all[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
+	}
+	all[types.NamespacedName{Namespace: stage.Namespace, Name: stage.Name}] = stage
+	if cycle := plan.DependencyCycle(stage, all); cycle != "" {
+		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonDependencyCycle, true
+		v.message = fmt.Sprintf("Stage %s depends on itself through spec.dependsOn (%s), so it could never promote: remove one of these dependencies", stage.Name, cycle)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+)
+
+// chooseEngine picks the applier of a readable, labelled object: a built-in one (with the Stage's
+// completion rules on top when it has any), or the generic one of spec.applyRef.set. A kind that
+// Stagecoach cannot apply turns the verdict not ready: a Stage that can do nothing is never Ready.
+func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage, through *unstructured.Unstructured, v *applierVerdict) error {
+	ref := stage.Spec.ApplyRef
+	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
+	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through}
+	switch app := applier.For(v.gvk.GroupKind(), opts); {
+	case app != nil:
+		if stage.Spec.Completion != nil {
+			app = applier.WithCompletion{Applier: app, Stage: stage.Name, Rules: stage.Spec.Completion}
+		}
+		v.engine = app
+		v.checkEngine(stage)
+		if err := r.checkGenerator(ctx, stage, v); err != nil { // an Application's ApplicationSet (appset.go)
+			return err
+		}
+		return r.checkChart(ctx, stage, v) // a chart given by version (chart.go)
+	case v.gvk.GroupKind() == applicationSetGVK.GroupKind():
+		// A fleet: its Applications are promoted wave by wave (fleet.go).
+		return r.chooseFleet(ctx, stage, v)
+	case ref.Builtin():
+		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonApplierNotSupported, true
+		v.message = fmt.Sprintf("%s cannot be promoted: Stagecoach does not apply kind %s in this version; point spec.applyRef at another kind",
+			described, ref.Kind)
+		return nil
+	case len(ref.Set) == 0:
+		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonApplierNotSupported, true
+		v.message = fmt.Sprintf("%s has no built-in applier: list the fields that carry the version in spec.applyRef.set", described)
+		return nil
+	}
+	generic := applier.Generic{Stage: stage.Name, Set: ref.Set, Completion: stage.Spec.Completion,
+		Repository: r.repositoryOf(ctx, stage)}
+	v.engine, v.generic = generic, true
+	v.checkEngine(stage)
+	if !v.ready {
+		v.stalled = v.reason == stagecoachv1.ReasonApplierSetInvalid
+		return nil
+	}
+	problem, err := r.schemas.check(ctx, r.Client, stage, v.obj, generic)
+	if err != nil {
+		return err
+	}
+	if problem != "" {
+		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonApplierSetInvalid, true
+		v.message = fmt.Sprintf("%s cannot take spec.applyRef.set: %s; fix spec.applyRef.set", described, problem)
+		return nil
+	}
+	v.message = fmt.Sprintf("%s is readable and labelled for this Stage; spec.applyRef.set applies to it", described)
+	return nil
+}
+
+// schemaChecks remembers, per Stage, whether its spec.applyRef.set fits the applier's schema, so
+// that the dry run is made once per change of the Stage or of the object, not on every reconcile.
+type schemaChecks struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName]schemaCheck
+}
+
+type schemaCheck struct {
+	stageGeneration  int64
+	objectUID        types.UID
+	objectGeneration int64
+	problem          string
+}
+
+// check server-side applies the fields for a sample version as a strict dry run: the API server
+// refuses a path its schema does not have, before any Promotion runs.
+func (s *schemaChecks) check(ctx context.Context, c client.Client, stage *stagecoachv1.Stage, obj *unstructured.Unstructured, g applier.Generic) (string, error) {
+	key := types.NamespacedName{Namespace: stage.Namespace, Name: stage.Name}
+	want := schemaCheck{stageGeneration: stage.Generation, objectUID: obj.GetUID(), objectGeneration: obj.GetGeneration()}
+	s.mu.Lock()
+	if s.seen == nil {
+		s.seen = map[types.NamespacedName]schemaCheck{}
+	}
+	got, ok := s.seen[key]
+	s.mu.Unlock()
+	if ok && got.stageGeneration == want.stageGeneration && got.objectUID == want.objectUID && got.objectGeneration == want.objectGeneration {
+		return got.problem, nil
+	}
+	cfg, err := g.ApplyConfiguration(obj, applier.Version{Digest: applier.SampleDigest, Tag: "v0.0.0"})
+	if err != nil {
+		want.problem = err.Error()
+	} else if err := c.Patch(ctx, cfg, client.Apply, client.FieldOwner(applier.FieldManager), client.ForceOwnership,
+		client.FieldValidation("Strict"), client.DryRunAll); err != nil {
+		switch {
+		case apierrors.IsBadRequest(err), apierrors.IsInvalid(err),
+			// The API server answers an apply of an undeclared field as an internal error.
+			apierrors.IsInternalError(err) && strings.Contains(err.Error(), "not declared in schema"):
+			want.problem = "the API server refuses it: " + strings.TrimSpace(err.Error())
+		case apierrors.IsForbidden(err):
+			want.problem = "the controller may not patch it: grant its service account patch on " + obj.GroupVersionKind().GroupKind().String()
+		default:
+			return "", fmt.Errorf("failed to check spec.applyRef.set of Stage %q against %s %q: %w", stage.Name, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	s.mu.Lock()
+	s.seen[key] = want
+	s.mu.Unlock()
+	return want.problem, nil
+}
+
+// forget drops a deleted Stage's remembered check.
+func (s *schemaChecks) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.seen, key)
+}
