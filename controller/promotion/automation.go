@@ -17,17 +17,19 @@ import (
 )
 
 // automate offers the source's candidate: it creates an automatic Promotion when every gate is
-// open (and returns it), and otherwise says in status.candidate what blocks it.
-func (run *Run) automate(ctx context.Context) (*stagecoachv1.Promotion, error) {
+// open (and returns it), and otherwise says in status.candidate what blocks it. recheck is when
+// the source should be looked at again (0: on events only): a registry's interval, or a skipped
+// signature's verdict expiring.
+func (run *Run) automate(ctx context.Context) (created *stagecoachv1.Promotion, recheck time.Duration, err error) {
 	stage := run.stage
 	offer, err := run.offer(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	run.sourceRecheck = offer.Recheck
-	candidate, skipped, err := run.eligible(ctx, offer.Candidates)
+	candidate, skipped, verdictsExpire, err := run.eligible(ctx, offer.Candidates)
+	recheck = plan.Soonest(offer.Recheck, verdictsExpire)
 	if err != nil {
-		return nil, err
+		return nil, recheck, err
 	}
 	// The newer versions passed over stay listed whatever happens to the candidate.
 	stage.Status.Candidate = nil
@@ -38,58 +40,60 @@ func (run *Run) automate(ctx context.Context) (*stagecoachv1.Promotion, error) {
 		}
 	}
 	if candidate == nil || !plan.IsNew(stage, candidate, run.promotions) {
-		return nil, nil
+		return nil, recheck, nil
 	}
 	automation := plan.AutomationBlocks(stage, candidate, run.now)
 	promote, _, err := run.promoteGates(ctx, candidate.Digest, false)
 	if err != nil {
-		return nil, err
+		return nil, recheck, err
 	}
 	blocks := plan.CandidateBlocks(automation, promote, run.freezes)
 	stage.Status.Candidate = &stagecoachv1.CandidateVersion{Version: candidate.Tag, Digest: candidate.Digest,
 		FirstSeen: candidate.FirstSeen, BlockedBy: blocks, Skipped: skipped}
 	if len(blocks) > 0 {
-		return nil, nil
+		return nil, recheck, nil
 	}
 	p := run.automaticPromotion(candidate)
 	if err := run.r.Create(ctx, p); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return nil, nil // created before a restart; its own event brings it here
+			return nil, recheck, nil // created before a restart; its own event brings it here
 		}
-		return nil, fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
+		return nil, recheck, fmt.Errorf("failed to create a Promotion for Stage %q: %w", stage.Name, err)
 	}
 	run.status.track(p)
-	return p, nil
+	return p, recheck, nil
 }
 
 // eligible picks the candidate automation considers from what the source offers: for a
 // registry source the newest version that is signed (when the Stage asks) and did not fail here
 // before, with the newer ones it passes over; an upstream offers one version, taken as it is
 // (the history gate then says why it is not taken). A skipped signature is checked again when
-// its verdict expires, so the Stage is looked at again then.
-func (run *Run) eligible(ctx context.Context, offered []plan.Candidate) (*plan.Candidate, []stagecoachv1.SkippedVersion, error) {
+// its verdict expires: expires is how soon the first does (0: none), to look at the Stage again then.
+func (run *Run) eligible(ctx context.Context, offered []plan.Candidate) (
+	candidate *plan.Candidate, skipped []stagecoachv1.SkippedVersion, expires time.Duration, err error) {
 	stage := run.stage
 	if stage.Spec.Source.Registry == nil {
 		if len(offered) == 0 {
-			return nil, nil, nil
+			return nil, nil, 0, nil
 		}
-		return &offered[0], nil, nil
+		return &offered[0], nil, 0, nil
 	}
 	var signatureOf plan.SignatureOf
 	if plan.Asks(stage, stagecoachv1.GateSignature) {
 		verify, err := run.r.signatureVerifier(ctx, stage, run.now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		signatureOf = func(digest string) (*plan.SignatureVerdict, error) {
 			v, err := verify(ctx, digest)
 			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
-				run.sourceRecheck = plan.Soonest(run.sourceRecheck, b.Until.Sub(run.now))
+				expires = plan.Soonest(expires, b.Until.Sub(run.now))
 			}
 			return v, err
 		}
 	}
-	return plan.FirstEligible(stage, offered, signatureOf)
+	candidate, skipped, err = plan.FirstEligible(stage, offered, signatureOf)
+	return candidate, skipped, expires, err
 }
 
 // offer asks the Stage's source what it offers now.

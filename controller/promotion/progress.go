@@ -244,13 +244,11 @@ func (run *Run) applyServerSide(ctx context.Context, p *stagecoachv1.Promotion, 
 // saveAdoption writes the Stage's status if it holds a takeover not saved yet: the baseline is
 // saved before anything is written over it, so that a crash in between never takes the old value
 // for someone else's, nor loses what the Stage took over.
+// A takeover recorded in this pass is stamped with this pass's time (adopt); committing again
+// after it was saved writes nothing.
 func (run *Run) saveAdoption(ctx context.Context) error {
-	if !run.adoptionUnsaved {
+	if adopted := run.stage.Status.Adopted; adopted == nil || !adopted.At.Time.Equal(run.now) {
 		return nil
 	}
-	if err := run.commit(ctx); err != nil {
-		return err
-	}
-	run.adoptionUnsaved = false
-	return nil
+	return run.commit(ctx)
 }

@@ -67,12 +67,6 @@ type Run struct {
 	promotions []stagecoachv1.Promotion
 	// freezes are the Freezes holding the Stage now.
 	freezes []stagecoachv1.Freeze
-	// gateEnds is when a gate holding the next Promotion opens by itself (0 when none will).
-	gateEnds time.Duration
-	// sourceRecheck is when the source (a registry) should be looked at again (0: on events only).
-	sourceRecheck time.Duration
-	// adoptionUnsaved: adopt recorded a takeover that no status write has saved yet.
-	adoptionUnsaved bool
 }
 
 // NewRun starts one reconcile's run over the Stage's Promotions: obj is the applier as read (nil
@@ -105,7 +99,7 @@ func (run *Run) Reconcile(ctx context.Context) (time.Duration, error) {
 	}
 	if running == nil && next == nil {
 		run.setPromotingIdle()
-		created, err := run.automate(ctx)
+		created, recheck, err := run.automate(ctx)
 		if err != nil || created == nil {
 			// A gate that opens by itself (soak, a Freeze's end) needs no event to be looked at
 			// again, and neither does a registry.
@@ -113,14 +107,15 @@ func (run *Run) Reconcile(ctx context.Context) (time.Duration, error) {
 			if c := run.stage.Status.Candidate; c != nil {
 				blocks = c.BlockedBy
 			}
-			return plan.Soonest(plan.BlocksEnd(blocks, run.now), run.sourceRecheck), err
+			return plan.Soonest(plan.BlocksEnd(blocks, run.now), recheck), err
 		}
 		next = created // nothing else waits: start it now rather than on the next event
 	}
 	if running == nil {
-		started, err := run.start(ctx, next)
+		started, opensIn, err := run.start(ctx, next)
 		if err != nil || !started {
-			return run.holdEnds(), err // a Freeze or a gate may hold it: look again when it opens
+			// A Freeze or a gate may hold it: look again when the first opens.
+			return plan.Soonest(plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now), opensIn), err
 		}
 		running = next
 	}
@@ -151,12 +146,6 @@ func (run *Run) loadFreezes(ctx context.Context) error {
 	return nil
 }
 
-// holdEnds is how long until the first active Freeze or gate with an end opens (0 when none will
-// by itself).
-func (run *Run) holdEnds() time.Duration {
-	return plan.Soonest(plan.BlocksEnd(plan.FreezeBlocks(run.freezes), run.now), run.gateEnds)
-}
-
 // adopt takes what the applier holds when this Stage takes it over as the Stage's baseline: it
 // was there before Stagecoach, so it is nobody else's write, and the first promote may replace
 // it. The takeover is recorded once (status.adopted, even when the applier holds nothing), on the
@@ -172,7 +161,6 @@ func (run *Run) adopt(ctx context.Context) error {
 	stage.Status.Adopted = &stagecoachv1.AdoptedRevision{Revision: current, At: metav1.NewTime(run.now)}
 	stage.Status.LastAppliedDigest = current
 	// Saved by the status write at the end of the reconcile (one write per Stage at a first
-	// start, not two), or by apply before it writes over the baseline.
-	run.adoptionUnsaved = true
+	// start, not two), or by apply before it writes over the baseline (saveAdoption).
 	return nil
 }

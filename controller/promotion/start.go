@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,15 +17,16 @@ import (
 
 // start admits the next waiting Promotion (plan.Admit), runs the gate chain for a promote (the
 // checks before apply are its last gate), and marks it Running; otherwise it says in its status
-// why it waits, or finishes it when it cannot run at all.
-func (run *Run) start(ctx context.Context, p *stagecoachv1.Promotion) (bool, error) {
+// why it waits, or finishes it when it cannot run at all. opensIn, when it waits on a gate that
+// opens by itself (soak, a window), is how soon that gate opens (0: none will).
+func (run *Run) start(ctx context.Context, p *stagecoachv1.Promotion) (started bool, opensIn time.Duration, err error) {
 	stage := run.stage
 	admission := plan.Admit(stage, p, run.freezes)
 	switch {
 	case admission.Wait != "":
-		return false, run.status.markWaiting(ctx, p, admission.Wait)
+		return false, 0, run.status.markWaiting(ctx, p, admission.Wait)
 	case admission.Fail != "":
-		return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, admission.Fail)
+		return false, 0, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, admission.Fail)
 	}
 
 	var gates []stagecoachv1.GateResult
@@ -32,16 +34,15 @@ func (run *Run) start(ctx context.Context, p *stagecoachv1.Promotion) (bool, err
 		blocks, results, refused, err := run.applyGates(ctx, p)
 		switch {
 		case err != nil:
-			return false, err
+			return false, 0, err
 		case refused != "":
 			if slices.ContainsFunc(results, failedCheck) {
 				run.event(p, corev1.EventTypeWarning, stagecoachv1.EventCheckFailed, "Promotion %s not applied: %s", p.Name, refused)
 			}
 			p.Status.Gates = results
-			return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "not applied: "+refused)
+			return false, 0, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, "not applied: "+refused)
 		case len(blocks) > 0:
-			run.gateEnds = plan.BlocksEnd(blocks, run.now)
-			return false, run.status.markWaiting(ctx, p, plan.WaitingForGates(blocks))
+			return false, plan.BlocksEnd(blocks, run.now), run.status.markWaiting(ctx, p, plan.WaitingForGates(blocks))
 		}
 		gates = results
 	}
@@ -60,7 +61,7 @@ func (run *Run) start(ctx context.Context, p *stagecoachv1.Promotion) (bool, err
 			Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonPassedByBreakGlass, ObservedGeneration: p.Generation,
 			Message: fmt.Sprintf("%s %s (reason: %s)", p.Spec.RequestedBy, admission.BreakGlass, p.Spec.Reason)})
 	}
-	return true, run.status.markRunning(ctx, p, admission.Version, gates, message)
+	return true, 0, run.status.markRunning(ctx, p, admission.Version, gates, message)
 }
 
 // failedCheck: a check's verdict that failed.

@@ -103,7 +103,7 @@ func TestStartStep(t *testing.T) {
 					p = &env.run.promotions[i]
 				}
 			}
-			started, err := env.run.start(t.Context(), p)
+			started, _, err := env.run.start(t.Context(), p)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(started).To(Equal(tc.wantStarted))
 			got := env.promotion(t, tc.promotion)

@@ -43,16 +43,6 @@ func decideSuspend(in GateInputs) ([]stagecoachv1.GateBlock, string) {
 		Message: "the Stage is suspended: set spec.suspend to false"}}, ""
 }
 
-// decideStageFrozen: the Stage's own Frozen condition (a foreign write, a Freeze Promotion); the
-// Freeze objects holding it are CandidateBlocks' and Admit's to list.
-func decideStageFrozen(in GateInputs) ([]stagecoachv1.GateBlock, string) {
-	frozen := stageFrozen(in.Stage)
-	if frozen == nil {
-		return nil, "not frozen"
-	}
-	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateFreeze, Reason: frozen.Reason, Message: frozen.Message}}, ""
-}
-
 func decideHold(in GateInputs) ([]stagecoachv1.GateBlock, string) {
 	h := in.Stage.Status.Hold
 	if h == nil {

@@ -1,12 +1,15 @@
 package plan
 
+// Every rule about what freezes a Stage is here: Freeze objects (which hold it, until when, and
+// the condition that says so), a Stage frozen by a foreign write or a Freeze Promotion (the freeze
+// gate of Chain), and how both hold a Promotion about to start (Admit).
+
 import (
 	"fmt"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -99,4 +102,37 @@ func FrozenByFreezes(stage *stagecoachv1.Stage, freezes []stagecoachv1.Freeze) *
 	}
 	return &metav1.Condition{Type: stagecoachv1.ConditionFrozen, Status: metav1.ConditionTrue, Reason: stagecoachv1.ReasonFrozen,
 		Message: strings.Join(held, "; ")}
+}
+
+// decideStageFrozen: the Stage's own Frozen condition (a foreign write, a Freeze Promotion); the
+// Freeze objects holding it are listed by CandidateBlocks (FreezeBlocks) and Admit (waitForFreezes).
+func decideStageFrozen(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	frozen := stageFrozen(in.Stage)
+	if frozen == nil {
+		return nil, "not frozen"
+	}
+	return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateFreeze, Reason: frozen.Reason, Message: frozen.Message}}, ""
+}
+
+// waitForFrozenStage is why a Promotion waits on a Stage a foreign write or a Freeze Promotion
+// froze ("" when it may go: not frozen so, or break-glass).
+func waitForFrozenStage(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion) string {
+	if frozen := stageFrozen(stage); frozen != nil && !p.Spec.BreakGlass {
+		return "waiting: Stage " + stage.Name + " is frozen (" + frozen.Message + "); an Unfreeze Promotion or break-glass lets it start"
+	}
+	return ""
+}
+
+// waitForFreezes is why a Promotion waits on the Freezes holding its Stage ("" when it may go),
+// and what break-glass let it pass. A rollback returns to what was verified: a Freeze that holds
+// changes does not hold it.
+func waitForFreezes(p *stagecoachv1.Promotion, freezes []stagecoachv1.Freeze) (wait, breakGlass string) {
+	if len(freezes) == 0 || p.Spec.Action == stagecoachv1.ActionRollback {
+		return "", ""
+	}
+	held := describeFreeze(freezes[0])
+	if !p.Spec.BreakGlass {
+		return "waiting: " + held + "; a break-glass Promotion may start", ""
+	}
+	return "", "started with break-glass although " + held
 }

@@ -27,22 +27,17 @@ type Admission struct {
 // Admit decides whether a waiting Promotion may start on the Stage, held by the Freezes that hold
 // it now.
 func Admit(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, freezes []stagecoachv1.Freeze) Admission {
-	if frozen := stageFrozen(stage); frozen != nil && !p.Spec.BreakGlass {
-		return Admission{Wait: "waiting: Stage " + stage.Name + " is frozen (" + frozen.Message + "); an Unfreeze Promotion or break-glass lets it start"}
+	if wait := waitForFrozenStage(stage, p); wait != "" {
+		return Admission{Wait: wait}
 	}
 	if stage.Spec.Suspend {
 		return Admission{Wait: "waiting: Stage " + stage.Name + " is suspended"}
 	}
 	var a Admission
-	rollback := p.Spec.Action == stagecoachv1.ActionRollback
-	if len(freezes) > 0 && !rollback {
-		// A rollback returns to what was verified: a Freeze that holds changes does not hold it.
-		held := describeFreeze(freezes[0])
-		if !p.Spec.BreakGlass {
-			return Admission{Wait: "waiting: " + held + "; a break-glass Promotion may start"}
-		}
-		a.BreakGlass = "started with break-glass although " + held
+	if a.Wait, a.BreakGlass = waitForFreezes(p, freezes); a.Wait != "" {
+		return Admission{Wait: a.Wait}
 	}
+	rollback := p.Spec.Action == stagecoachv1.ActionRollback
 	a.RunGates = p.Spec.Action == stagecoachv1.ActionPromote
 	a.Resumes = a.RunGates && !IsAutomatic(p)
 	a.Version = p.Spec.Version
