@@ -20,6 +20,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/chart"
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
 	"github.com/stagecoach-dev/stagecoach/controller/records"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
@@ -90,7 +91,7 @@ type Reconciler struct {
 	fleet       *fleetWatches
 	hookEvents  chan event.GenericEvent
 	// authors answers whether a Stage's author may write its applier (kinds without a built-in observer).
-	authors authorReviews
+	authors authz.Reviews
 }
 
 // +kubebuilder:rbac:groups=stagecoach.dev,resources=stages;promotions;approvals;freezes,verbs=get;list;watch
