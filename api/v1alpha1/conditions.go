@@ -55,6 +55,11 @@ const (
 	// AppliedAtAnnotation is when Stagecoach wrote the version to one Application of a fleet
 	// rollout (RFC 3339): that target's own progress deadline counts from it.
 	AppliedAtAnnotation = "stagecoach.dev/applied-at"
+	// A check's run object carries its Stage (PromotionStageLabel), its Promotion's UID
+	// (RunPromotionLabel), its check (RunCheckLabel) and the check's phase (RunPhaseLabel).
+	RunPromotionLabel = "stagecoach.dev/promotion-uid"
+	RunCheckLabel     = "stagecoach.dev/check"
+	RunPhaseLabel     = "stagecoach.dev/check-phase"
 )
 
 // StageLabel is the label an applier must carry, set to the name of the Stage that applies through it.

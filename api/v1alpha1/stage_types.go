@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // StageKind is the kind name of a Stage.
@@ -525,9 +526,9 @@ type TimeWindow struct {
 	TimeZone string `json:"timeZone,omitempty"`
 }
 
-// Check is a built-in HTTP check or a check plugin: exactly one of them.
+// Check is a built-in HTTP check, a check plugin or a run: exactly one of them.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.http) != has(self.plugin)",message="a check must set exactly one of http or plugin"
+// +kubebuilder:validation:XValidation:rule="(has(self.http) ? 1 : 0) + (has(self.plugin) ? 1 : 0) + (has(self.run) ? 1 : 0) == 1",message="a check must set exactly one of http, plugin or run"
 type Check struct {
 	// Name of the check, unique in its list.
 	// +kubebuilder:validation:MinLength=1
@@ -543,7 +544,13 @@ type Check struct {
 	// +optional
 	Plugin *PluginCheck `json:"plugin,omitempty"`
 
-	// Timeout of one attempt (default 30s).
+	// Run creates an object in the Stage's namespace (a Job, a Tekton PipelineRun, any kind) for
+	// the version and judges it by completion rules; the Stage's spec.author must be allowed to
+	// create it.
+	// +optional
+	Run *RunCheck `json:"run,omitempty"`
+
+	// Timeout of one attempt (default 30s; for a run, 10m: how long it may take to complete).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="timeout must be a duration such as 30s"
@@ -555,6 +562,33 @@ type Check struct {
 	// +kubebuilder:validation:Maximum=10
 	// +optional
 	Retries int32 `json:"retries,omitempty"`
+}
+
+// RunCheck creates an object for the version, owned by the Promotion, and passes when its
+// completion rules say it succeeded (a failed rule wins over a succeeded one). The object is
+// created with a generated name in the Stage's namespace, only when the Stage's spec.author may
+// create that kind there (a SubjectAccessReview), and labelled stagecoach.dev/stage,
+// stagecoach.dev/promotion-uid, stagecoach.dev/check and stagecoach.dev/check-phase; the newest
+// runs of each check are kept, older ones deleted.
+type RunCheck struct {
+	// Template is the object to create: apiVersion, kind, metadata (labels and annotations; no
+	// name, no other namespace) and the rest. Its string values may use {{.Version}}, {{.Digest}},
+	// {{.Revision}}, {{.Stage}}, {{.Namespace}}, {{.Environment}} and {{.Service}}.
+	// +kubebuilder:validation:EmbeddedResource
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +required
+	Template runtime.RawExtension `json:"template"`
+
+	// Completion says when the run succeeded or failed. Optional for a batch/v1 Job (its Complete
+	// and Failed conditions) and a tekton.dev PipelineRun or TaskRun (its Succeeded condition).
+	// +optional
+	Completion *CompletionRules `json:"completion,omitempty"`
+
+	// Keep is how many runs of this check are kept (default 3); older ones are deleted.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	// +optional
+	Keep int32 `json:"keep,omitempty"`
 }
 
 // HTTPCheck calls a URL.

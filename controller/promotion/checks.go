@@ -120,7 +120,8 @@ func (run *Run) runChecks(p *stagecoachv1.Promotion, checks []stagecoachv1.Check
 	if version == nil {
 		version = p.Spec.Version
 	}
-	in := check.Input{Stage: stage.Name, Namespace: stage.Namespace, Environment: stage.Spec.Environment, Service: stage.Spec.Service, Phase: phase}
+	in := check.Input{Stage: stage.Name, Namespace: stage.Namespace, Environment: stage.Spec.Environment, Service: stage.Spec.Service, Phase: phase,
+		Promotion: p.Name, PromotionUID: string(p.UID), Author: stage.Spec.Author}
 	if version != nil {
 		in.Version, in.Digest = version.Tag, version.Digest
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	"github.com/stagecoach-dev/stagecoach/internal/runcheck"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
@@ -348,7 +349,9 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 		RegistrySource: &registry.Source{Lister: r.Registry, Secrets: r.APIReader, Verdicts: verdicts},
 		Follower:       r.Follower, Charts: r.charts(),
 		Verdicts: verdicts, RegistryTransport: r.RegistryTransport, SigstoreTrustedRoot: r.SigstoreTrustedRoot,
-		Checks: promotion.NewCheckRuns(&check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets},
+		Checks: promotion.NewCheckRuns(&check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets,
+			// A run's deadline counts from its creationTimestamp, the API server's time: the real clock.
+			Runs: &runcheck.Runs{Client: r.Client, Reader: r.APIReader, Authors: &r.authors}},
 			ctx, r.Wake),
 		Annotator: annotator,
 	}

@@ -144,6 +144,18 @@ func (g Generic) Observe(obj *unstructured.Unstructured, digest string) Observat
 // counts only once status.observedGeneration equals metadata.generation, and a matching failed rule
 // overrides succeeded (and is the only thing reported); observedMatches needs every pair equal.
 func ObserveCompletion(stage string, rules *stagecoachv1.CompletionRules, obj *unstructured.Unstructured) Observation {
+	return observeCompletion(stage, rules, obj, true)
+}
+
+// ObserveRun applies completion rules to a check's run object, named by name in the messages. A
+// run is created once and never written again by the controller, so observedCompletion waits for
+// status.observedGeneration to equal metadata.generation only where the kind reports one (a Job
+// does not).
+func ObserveRun(name string, rules *stagecoachv1.CompletionRules, obj *unstructured.Unstructured) Observation {
+	return observeCompletion(name, rules, obj, false)
+}
+
+func observeCompletion(stage string, rules *stagecoachv1.CompletionRules, obj *unstructured.Unstructured, needGeneration bool) Observation {
 	notMet := Observation{Phase: Progressing, Reason: stagecoachv1.ReasonConditionNotMet,
 		Message: fmt.Sprintf("Resource '%s' is waiting for the specified condition of observedCompletion.", stage)}
 	if rules == nil {
@@ -155,6 +167,9 @@ func ObserveCompletion(stage string, rules *stagecoachv1.CompletionRules, obj *u
 	}
 	if oc := rules.ObservedCompletion; oc != nil {
 		observed, found, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+		if !found && !needGeneration {
+			observed, found = obj.GetGeneration(), true
+		}
 		if !found {
 			if _, ok := obj.Object["status"].(map[string]any); ok {
 				return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonTemplateStampFailure,

@@ -321,9 +321,11 @@ func TestMalformedChecks(t *testing.T) {
 		check       v1alpha1.Check
 		wantMessage string
 	}{
-		{name: "neither http nor plugin", check: v1alpha1.Check{Name: "empty"}, wantMessage: `check "empty" sets neither http nor plugin`},
-		{name: "both", check: v1alpha1.Check{Name: "both", HTTP: &v1alpha1.HTTPCheck{URL: "http://127.0.0.1:1"}, Plugin: &v1alpha1.PluginCheck{Name: "x"}},
-			wantMessage: `check "both" sets both http and plugin`},
+		{name: "no kind", check: v1alpha1.Check{Name: "empty"}, wantMessage: `check "empty" sets none of http, plugin and run`},
+		{name: "two kinds", check: v1alpha1.Check{Name: "both", HTTP: &v1alpha1.HTTPCheck{URL: "http://127.0.0.1:1"}, Plugin: &v1alpha1.PluginCheck{Name: "x"}},
+			wantMessage: `check "both" sets more than one of http, plugin and run`},
+		{name: "a run where the controller creates no runs", check: v1alpha1.Check{Name: "job", Run: &v1alpha1.RunCheck{}},
+			wantMessage: `check "job" cannot run: this controller creates no run objects`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

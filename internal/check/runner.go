@@ -1,5 +1,6 @@
 // Package check runs a Stage's checks (spec.promotion.checks before apply,
-// spec.verification.checks after landing): built-in HTTP checks and check plugins. A check never
+// spec.verification.checks after landing): built-in HTTP checks, check plugins and runs (objects
+// created in the cluster, through RunObjects). A check never
 // returns an error: every way it can go wrong is a failed Result whose message names the check
 // and says why, because that message is what a person reads in the Stage's status.
 package check
@@ -19,6 +20,10 @@ import (
 // DefaultTimeout bounds one attempt of a check without spec timeout.
 const defaultTimeout = 30 * time.Second
 
+// DefaultRunTimeout bounds one attempt of a run check without spec timeout: a Job or a pipeline
+// takes minutes where an HTTP call takes seconds.
+const DefaultRunTimeout = 10 * time.Minute
+
 // Input is the version a check looks at, and where.
 type Input struct {
 	Stage       string
@@ -28,7 +33,29 @@ type Input struct {
 	// Version is the tag, Digest the digest (sha256:...).
 	Version string
 	Digest  string
-	Phase   plugincheck.Phase
+	// Revision is the version's revision where it has one (a Git commit), else the digest.
+	Revision string
+	Phase    plugincheck.Phase
+	// Promotion and PromotionUID name the Promotion the checks run for: a run object is owned
+	// by it. Author is the Stage's spec.author: a run object is created only where they may.
+	Promotion    string
+	PromotionUID string
+	Author       *v1alpha1.StageAuthor
+}
+
+// RunObjects creates a run check's object and judges it by its completion rules (package
+// runcheck: it needs the cluster). attempt counts from 1; the first may adopt a run an earlier
+// controller created and never judged.
+type RunObjects interface {
+	Run(ctx context.Context, check string, spec *v1alpha1.RunCheck, in Input, attempt int, timeout time.Duration) Outcome
+}
+
+// Outcome of one attempt. Permanent stops the retries: trying again cannot help (a template
+// that does not render, an author who may not create the kind).
+type Outcome struct {
+	Passed    bool
+	Message   string
+	Permanent bool
 }
 
 // Result of one check, after all its attempts.
@@ -59,6 +86,8 @@ type Runner struct {
 	PluginDenyRead []string
 	// Backoff is the wait before retry n (1 for the first retry); DefaultBackoff when nil.
 	Backoff func(retry int) time.Duration
+	// Runs creates and judges run checks' objects; a run check fails saying so when nil.
+	Runs RunObjects
 
 	clientOnce sync.Once
 	client     *http.Client
@@ -83,17 +112,33 @@ type attempt struct {
 	permanent bool
 }
 
+func (o Outcome) attempt() attempt {
+	return attempt{passed: o.Passed, message: o.Message, permanent: o.Permanent}
+}
+
 // Run runs c for in and reports the outcome; it retries a failed attempt c.Retries times.
 func (r *Runner) Run(ctx context.Context, c v1alpha1.Check, in Input) Result {
 	timeout := defaultTimeout
+	if c.Run != nil {
+		timeout = DefaultRunTimeout
+	}
 	if c.Timeout != nil && c.Timeout.Duration > 0 {
 		timeout = c.Timeout.Duration
 	}
 
 	var try func(ctx context.Context, timeout time.Duration) attempt
 	switch {
-	case c.HTTP != nil && c.Plugin != nil:
-		return Result{Name: c.Name, Message: fmt.Sprintf("check %q sets both http and plugin: keep one of them", c.Name)}
+	case kinds(c) > 1:
+		return Result{Name: c.Name, Message: fmt.Sprintf("check %q sets more than one of http, plugin and run: keep one of them", c.Name)}
+	case c.Run != nil:
+		if r.Runs == nil {
+			return Result{Name: c.Name, Message: fmt.Sprintf("check %q cannot run: this controller creates no run objects", c.Name)}
+		}
+		attempts := 0
+		try = func(ctx context.Context, timeout time.Duration) attempt {
+			attempts++
+			return r.Runs.Run(ctx, c.Name, c.Run, in, attempts, timeout).attempt()
+		}
 	case c.HTTP != nil:
 		h, err := r.prepareHTTP(c.HTTP, in)
 		if err != nil {
@@ -107,7 +152,7 @@ func (r *Runner) Run(ctx context.Context, c v1alpha1.Check, in Input) Result {
 		}
 		try = p.try
 	default:
-		return Result{Name: c.Name, Message: fmt.Sprintf("check %q sets neither http nor plugin: set one of them", c.Name)}
+		return Result{Name: c.Name, Message: fmt.Sprintf("check %q sets none of http, plugin and run: set one of them", c.Name)}
 	}
 
 	backoff := r.Backoff
@@ -143,6 +188,17 @@ func (r *Runner) Run(ctx context.Context, c v1alpha1.Check, in Input) Result {
 		res.Message = fmt.Sprintf("check %q failed: %s", c.Name, last.message)
 	}
 	return res
+}
+
+// kinds counts the kinds of check c sets (one is valid).
+func kinds(c v1alpha1.Check) int {
+	n := 0
+	for _, set := range []bool{c.HTTP != nil, c.Plugin != nil, c.Run != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

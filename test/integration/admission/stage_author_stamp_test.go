@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -134,6 +135,20 @@ func TestStageAuthorStamp(t *testing.T) {
 				s.Spec.Author = &stagecoachv1.StageAuthor{User: "tina", Groups: []string{"team-a"}}
 			},
 			wantErr: "names author tina but is written by bob"},
+		{name: "bob adds a run to tina's Stage's checks: he becomes its author",
+			create: func(name string) error { return tina.Create(t.Context(), stage(name, nil)) },
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Verification = &stagecoachv1.VerificationPolicy{Checks: []stagecoachv1.Check{{Name: "tests",
+					Run: &stagecoachv1.RunCheck{Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","kind":"Job","spec":{}}`)}}}}}
+			},
+			wantAuthor: &stagecoachv1.StageAuthor{User: "bob", Groups: []string{"team-a", "system:authenticated"}}},
+		{name: "bob adds an HTTP check to tina's Stage: the author stays",
+			create: func(name string) error { return tina.Create(t.Context(), stage(name, nil)) },
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Verification = &stagecoachv1.VerificationPolicy{Checks: []stagecoachv1.Check{{Name: "smoke",
+					HTTP: &stagecoachv1.HTTPCheck{URL: "https://web.example/healthz"}}}}
+			},
+			wantAuthor: tinaAuthor},
 		{name: "bob suspends tina's Stage: the author stays",
 			create: func(name string) error { return tina.Create(t.Context(), stage(name, nil)) },
 			change: func(s *stagecoachv1.Stage) { s.Spec.Suspend = true }, wantAuthor: tinaAuthor},

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -43,6 +44,8 @@ func TestStageAuthorGuard(t *testing.T) {
 		name    string
 		creator client.Client
 		author  *stagecoachv1.StageAuthor
+		// create, when set, changes the Stage before it is created.
+		create func(*stagecoachv1.Stage)
 		// change, when set, is done by bob on the created Stage.
 		change  func(*stagecoachv1.Stage)
 		wantErr string
@@ -70,7 +73,34 @@ func TestStageAuthorGuard(t *testing.T) {
 			wantErr: "names author tina but is written by bob"},
 		{name: "bob points tina's Stage at another upstream", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change:  func(s *stagecoachv1.Stage) { s.Spec.Source.Upstream.Stage = "bobs-stage" },
-			wantErr: "whoever sets the applyRef or the source is who the controller writes the applier as"},
+			wantErr: "whoever sets the applyRef, the source or a check's run is who the controller writes the applier and creates runs as"},
+		// Issue 39: a check's run is created as the author, so adding or changing one is theirs.
+		{name: "bob adds a run to tina's Stage's checks", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Verification = &stagecoachv1.VerificationPolicy{Checks: []stagecoachv1.Check{{Name: "tests",
+					Run: &stagecoachv1.RunCheck{Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","kind":"Job","spec":{}}`)}}}}}
+			},
+			wantErr: "names author tina but is written by bob"},
+		{name: "bob changes the run of tina's check before apply", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			create: func(s *stagecoachv1.Stage) {
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Checks: []stagecoachv1.Check{{Name: "tests",
+					Run: &stagecoachv1.RunCheck{Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","kind":"Job","spec":{}}`)}}}}}
+			},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Promotion.Checks[0].Run.Template.Raw = []byte(`{"apiVersion":"v1","kind":"Pod","spec":{"hostNetwork":true}}`)
+			},
+			wantErr: "names author tina but is written by bob"},
+		{name: "bob adds an HTTP check: the author stays", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Verification = &stagecoachv1.VerificationPolicy{Checks: []stagecoachv1.Check{{Name: "smoke",
+					HTTP: &stagecoachv1.HTTPCheck{URL: "https://web.example/healthz"}}}}
+			}},
+		{name: "bob names himself when he adds a run", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Verification = &stagecoachv1.VerificationPolicy{Checks: []stagecoachv1.Check{{Name: "tests",
+					Run: &stagecoachv1.RunCheck{Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","kind":"Job","spec":{}}`)}}}}}
+				s.Spec.Author = &stagecoachv1.StageAuthor{User: "bob"}
+			}},
 		{name: "bob names himself when he changes the source", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change: func(s *stagecoachv1.Stage) {
 				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: "registry.example/bob/web"}}
@@ -90,6 +120,9 @@ func TestStageAuthorGuard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			s := stage(fmt.Sprintf("author-%d", i), tc.author)
+			if tc.create != nil {
+				tc.create(s)
+			}
 			err := tc.creator.Create(t.Context(), s)
 			if tc.change != nil {
 				g.Expect(err).NotTo(HaveOccurred())
