@@ -223,7 +223,7 @@ service: payments
 environment: prod
 applyRef: {kind: OCIRepository, name: payments}
 source: {registry: {repository: r.example/payments, verify: {provider: cosign}}}`},
-		{name: "check with http and plugin", kind: "Stage", wantMsg: "a check must set exactly one of http or plugin", spec: `
+		{name: "check with http and plugin", kind: "Stage", wantMsg: "a check must set exactly one of http, plugin or run", spec: `
 service: payments
 environment: prod
 applyRef: {kind: Application, name: payments}
