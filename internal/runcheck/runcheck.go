@@ -38,8 +38,8 @@ const VerdictAnnotation = "stagecoach.dev/check-verdict"
 // DefaultKeep is how many runs of a check are kept without spec keep.
 const DefaultKeep = 3
 
-// defaultPoll is how often a run is read while it has not completed.
-const defaultPoll = 2 * time.Second
+// poll is how often a run is read while it has not completed.
+const poll = 2 * time.Second
 
 // maxGenerateName keeps generated names within 63 characters (a Job's name becomes a label value
 // of its pods), with room for the five random characters the API server adds.
@@ -54,9 +54,6 @@ type Runs struct {
 	Reader client.Reader
 	// Authors answers whether a Stage's author may create the run's kind.
 	Authors *authz.Reviews
-	// Now is the clock (time.Now when nil); Poll how often a run is read (2s when zero).
-	Now  func() time.Time
-	Poll time.Duration
 }
 
 var _ check.RunObjects = (*Runs)(nil)
@@ -107,7 +104,7 @@ func (r *Runs) Run(ctx context.Context, name string, spec *stagecoachv1.RunCheck
 	}
 
 	var run *unstructured.Unstructured
-	started := r.now()
+	started := time.Now()
 	if attempt == 1 {
 		// A run the controller created before it restarted, and never judged, is this attempt.
 		if run, err = r.unjudged(ctx, gvk, name, in); err != nil {
@@ -251,7 +248,7 @@ func (r *Runs) mayCreate(ctx context.Context, in check.Input, resource schema.Gr
 			"whoever wrote the Stage's checks, when they may create it themselves: set spec.author.user to your user name "+
 			"(kubectl auth whoami; admission checks it is you)", in.Stage, resource.GroupResource())}, false
 	}
-	allowed, err := r.Authors.May(ctx, r.Client, r.now(), in.Author, "create", resource, in.Namespace, "")
+	allowed, err := r.Authors.May(ctx, r.Client, time.Now(), in.Author, "create", resource, in.Namespace, "")
 	if err != nil {
 		return check.Outcome{Message: err.Error()}, false
 	}
@@ -261,13 +258,6 @@ func (r *Runs) mayCreate(ctx context.Context, in check.Input, resource schema.Gr
 			authz.Describe(in.Author), resource.GroupResource(), in.Namespace, in.Author.User, resource.GroupResource())}, false
 	}
 	return check.Outcome{}, true
-}
-
-func (r *Runs) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 func runLabels(name string, in check.Input) map[string]string {
@@ -357,10 +347,6 @@ func (r *Runs) create(ctx context.Context, obj *unstructured.Unstructured, name 
 // wait reads the run until its rules decide, it is deleted, or the deadline passes.
 func (r *Runs) wait(ctx context.Context, run *unstructured.Unstructured, rules *stagecoachv1.CompletionRules, deadline time.Time, timeout time.Duration) check.Outcome {
 	described := fmt.Sprintf("%s %s/%s", run.GetKind(), run.GetNamespace(), run.GetName())
-	poll := r.Poll
-	if poll <= 0 {
-		poll = defaultPoll
-	}
 	key := client.ObjectKeyFromObject(run)
 	last := "not read yet"
 	for {
@@ -384,7 +370,7 @@ func (r *Runs) wait(ctx context.Context, run *unstructured.Unstructured, rules *
 			}
 			last = obs.Message
 		}
-		wait := min(poll, deadline.Sub(r.now()))
+		wait := min(poll, time.Until(deadline))
 		if wait <= 0 {
 			if err == nil {
 				r.judge(ctx, live, "timed-out")
@@ -413,16 +399,6 @@ func (r *Runs) judge(ctx context.Context, run *unstructured.Unstructured, verdic
 	if err := r.Client.Patch(ctx, mark, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
 		ctrl.LoggerFrom(ctx).Error(err, "failed to mark a check's run with its verdict", "kind", run.GetKind(), "name", run.GetName())
 	}
-	run.SetAnnotations(mergeAnnotation(run.GetAnnotations(), VerdictAnnotation, verdict))
-}
-
-func mergeAnnotation(in map[string]string, key, value string) map[string]string {
-	out := make(map[string]string, len(in)+1)
-	for k, v := range in {
-		out[k] = v
-	}
-	out[key] = value
-	return out
 }
 
 // prune deletes the check's judged runs of this phase beyond the newest keep (the current one

@@ -265,9 +265,9 @@ func TestRunCheckValidation(t *testing.T) {
 		{name: "run and http", check: stagecoachv1.Check{Name: "x", Run: &stagecoachv1.RunCheck{Template: testJob("")},
 			HTTP: &stagecoachv1.HTTPCheck{URL: "https://tests.example/"}}, wantErr: "a check must set exactly one of http, plugin or run"},
 		{name: "a template without a kind", check: stagecoachv1.Check{Name: "x", Run: &stagecoachv1.RunCheck{
-			Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","spec":{}}`)}}}, wantErr: "kind"},
+			Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","spec":{}}`)}}}, wantErr: "spec.verification.checks[0].run.template.kind: Required value"},
 		{name: "keep beyond 20", check: stagecoachv1.Check{Name: "x", Run: &stagecoachv1.RunCheck{Template: testJob(""), Keep: 21}},
-			wantErr: "keep"},
+			wantErr: "spec.verification.checks[0].run.keep in body should be less than or equal to 20"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
