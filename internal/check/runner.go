@@ -44,8 +44,8 @@ type Input struct {
 }
 
 // RunObjects creates a run check's object and judges it by its completion rules (package
-// runcheck: it needs the cluster). attempt counts from 1; the first may adopt a run an earlier
-// controller created and never judged.
+// runcheck: it needs the cluster). attempt counts from 1; each attempt creates and judges its own
+// run.
 type RunObjects interface {
 	Run(ctx context.Context, check string, spec *v1alpha1.RunCheck, in Input, attempt int, timeout time.Duration) Outcome
 }

@@ -32,7 +32,8 @@ import (
 )
 
 // VerdictAnnotation on a run object is the verdict the controller read from it (passed, failed,
-// timed-out): a run with one is never adopted again, and only runs with one are pruned.
+// timed-out), or abandoned for a run whose attempt ended without one (a restart): only runs with
+// one are pruned.
 const VerdictAnnotation = "stagecoach.dev/check-verdict"
 
 // DefaultKeep is how many runs of a check are kept without spec keep.
@@ -63,8 +64,12 @@ type templateData struct {
 	Version, Digest, Revision, Stage, Namespace, Environment, Service, Promotion string
 }
 
-// Run creates (or, on the first attempt, adopts) the check's run for in and waits until its
-// completion rules decide or timeout passes since the run was created.
+// Run creates the check's run for in and waits until its completion rules decide or timeout
+// passes. Every attempt creates its own run and reads only that one: a run found by its labels is
+// never taken as this attempt's, because anyone who may create the kind (and write its status)
+// could make one that looks finished. A run of this Promotion's check left unjudged (the
+// controller restarted while it ran; checks run again after a restart) is marked abandoned, so
+// that pruning removes it.
 func (r *Runs) Run(ctx context.Context, name string, spec *stagecoachv1.RunCheck, in check.Input, attempt int, timeout time.Duration) check.Outcome {
 	permanent := func(format string, args ...any) check.Outcome {
 		return check.Outcome{Permanent: true, Message: fmt.Sprintf(format, args...)}
@@ -103,24 +108,13 @@ func (r *Runs) Run(ctx context.Context, name string, spec *stagecoachv1.RunCheck
 		return out
 	}
 
-	var run *unstructured.Unstructured
-	started := time.Now()
 	if attempt == 1 {
-		// A run the controller created before it restarted, and never judged, is this attempt.
-		if run, err = r.unjudged(ctx, gvk, name, in); err != nil {
-			return check.Outcome{Message: fmt.Sprintf("failed to list the runs of the check: %v", err)}
-		}
+		r.abandon(ctx, gvk, name, in)
 	}
-	if run == nil {
-		if run, err = r.create(ctx, obj, name, in, mapping.Resource); err != nil {
-			return check.Outcome{Message: err.Error(), Permanent: apierrors.IsForbidden(err) || apierrors.IsInvalid(err)}
-		}
-	}
-	// An adopted run's deadline counts from its creation (a restart does not extend it); a new
-	// one's from now, since creationTimestamp is truncated to the second.
-	deadline := started.Add(timeout)
-	if created := run.GetCreationTimestamp().Time; created.Before(started.Add(-time.Second)) {
-		deadline = created.Add(timeout)
+	deadline := time.Now().Add(timeout)
+	run, err := r.create(ctx, obj, name, in, mapping.Resource)
+	if err != nil {
+		return check.Outcome{Message: err.Error(), Permanent: apierrors.IsForbidden(err) || apierrors.IsInvalid(err)}
 	}
 	out := r.wait(ctx, run, rules, deadline, timeout)
 	r.prune(ctx, gvk, name, in, keepOf(spec), run.GetUID())
@@ -290,21 +284,22 @@ func (r *Runs) list(ctx context.Context, gvk schema.GroupVersionKind, name strin
 	return runs, nil
 }
 
-// unjudged returns the newest run of this Promotion's check that no verdict was read from.
-func (r *Runs) unjudged(ctx context.Context, gvk schema.GroupVersionKind, name string, in check.Input) (*unstructured.Unstructured, error) {
+// abandon marks this Promotion's runs of the check that no verdict was read from (made before a
+// restart) as abandoned: their attempt is over, and pruning may delete them like judged ones.
+func (r *Runs) abandon(ctx context.Context, gvk schema.GroupVersionKind, name string, in check.Input) {
 	if in.PromotionUID == "" {
-		return nil, nil
+		return
 	}
 	runs, err := r.list(ctx, gvk, name, in, in.PromotionUID)
 	if err != nil {
-		return nil, err
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list a check's earlier runs", "check", name)
+		return
 	}
 	for i := range runs {
 		if _, judged := runs[i].GetAnnotations()[VerdictAnnotation]; !judged && runs[i].GetDeletionTimestamp() == nil {
-			return &runs[i], nil
+			r.judge(ctx, &runs[i], "abandoned")
 		}
 	}
-	return nil, nil
 }
 
 // create creates the run: generated name, the Stage's namespace, labels, owned by the Promotion.
@@ -387,9 +382,7 @@ func (r *Runs) wait(ctx context.Context, run *unstructured.Unstructured, rules *
 	}
 }
 
-// judge marks the run with the verdict read from it, so that it is not adopted again; a run whose
-// mark could not be written is only adopted by a restart during its own Promotion's same phase,
-// which reads the same verdict.
+// judge marks the run with the verdict read from it; only marked runs are pruned.
 func (r *Runs) judge(ctx context.Context, run *unstructured.Unstructured, verdict string) {
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, VerdictAnnotation, verdict)
 	mark := &unstructured.Unstructured{}

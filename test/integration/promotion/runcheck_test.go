@@ -63,14 +63,19 @@ func finishJob(ctx context.Context, job *batchv1.Job) {
 	if strings.Contains(args, "--hang") {
 		return
 	}
-	start := metav1.NewTime(job.CreationTimestamp.Add(time.Second))
+	_ = writeJobStatus(ctx, job, strings.Contains(args, "--fail"))
+}
+
+// writeJobStatus ends a Job's one pod, failed or succeeded, in its status.
+func writeJobStatus(ctx context.Context, job *batchv1.Job, fail bool) error {
+	start := job.CreationTimestamp
 	job.Status.StartTime = &start
 	job.Status.Active, job.Status.Ready, job.Status.Terminating = 0, new(int32(0)), new(int32(0))
 	now := metav1.Now()
 	condition := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
 		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, LastProbeTime: now, LastTransitionTime: now}
 	}
-	if strings.Contains(args, "--fail") {
+	if fail {
 		job.Status.Failed = 1
 		job.Status.Conditions = []batchv1.JobCondition{condition(batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded),
 			condition(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)}
@@ -80,7 +85,7 @@ func finishJob(ctx context.Context, job *batchv1.Job) {
 		job.Status.Conditions = []batchv1.JobCondition{condition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached),
 			condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached)}
 	}
-	_ = env.Client.Status().Update(ctx, job)
+	return env.Client.Status().Update(ctx, job)
 }
 
 func jobsOf(g Gomega, ctx context.Context, ns, check string) []batchv1.Job {
@@ -225,33 +230,54 @@ func TestRunCheckBeforeApplyAsAnAuthorWhoMay(t *testing.T) {
 	g.Expect(jobs[0].Labels).To(HaveKeyWithValue(stagecoachv1.RunPhaseLabel, "pre-apply"))
 }
 
-// A run the controller created before it restarted is the restarted controller's run: it is
-// read, not made again, and its verdict decides.
-func TestRunCheckAdoptedAfterRestart(t *testing.T) {
+// A Job that looks like the check's run (its labels, owned by the Promotion, finished) never
+// decides it: here the run the controller made before it restarted is completed by someone who may
+// write Jobs' status. The restarted controller marks it abandoned, makes its own run, and that
+// run's failure is the verdict.
+func TestRunCheckLookAlikeNeverDecides(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	app := newApplication(t, ns, "web", ociSpec(ns))
 	newStage(t, ns, "web", func(s *stagecoachv1.Stage) {
 		s.Spec.Author = author.DeepCopy()
 		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Checks: []stagecoachv1.Check{{Name: "integration",
-			Run: &stagecoachv1.RunCheck{Template: testJob("")}}}}
+			Run: &stagecoachv1.RunCheck{Template: testJob(`,"--fail"`)}}}}
 	})
 	first := startController(t, nil)
 	newPromotion(t, ns, "web-v1", "web", stagecoachv1.ActionPromote, digest(1), "v1.0.0")
+	var planted batchv1.Job
 	g.Eventually(func(g Gomega) {
-		g.Expect(jobsOf(g, t.Context(), ns, "integration")).To(HaveLen(1))
+		jobs := jobsOf(g, t.Context(), ns, "integration")
+		g.Expect(jobs).To(HaveLen(1))
+		planted = jobs[0]
 	}, timeout, interval).Should(Succeed())
 	first.stop()
+	g.Expect(writeJobStatus(t.Context(), getJob(g, t.Context(), ns, planted.Name), false)).To(Succeed())
+	g.Expect(getJob(g, t.Context(), ns, planted.Name).Status.Conditions).NotTo(BeEmpty())
 
-	// The Job finishes while no controller runs; the next one takes its verdict.
 	playJobController(t, ns)
 	startController(t, nil)
-	app.deploy(digest(1), false, "Succeeded", "Healthy")
-	p := eventuallyPhase(t, ns, "web-v1", stagecoachv1.PhaseSucceeded)
-	g.Expect(p.Status.Gates).To(ContainElement(And(HaveField("Gate", "check/integration"), HaveField("Passed", true))))
+	failed := eventuallyPhase(t, ns, "web-v1", stagecoachv1.PhaseFailed)
 	jobs := jobsOf(g, t.Context(), ns, "integration")
-	g.Expect(jobs).To(HaveLen(1))
-	g.Expect(jobs[0].Annotations).To(HaveKeyWithValue(runcheck.VerdictAnnotation, "passed"))
+	g.Expect(jobs).To(HaveLen(2))
+	var own batchv1.Job
+	for _, j := range jobs {
+		if j.Name != planted.Name {
+			own = j
+		}
+	}
+	g.Expect(failed.Status.Gates).To(ContainElement(And(HaveField("Gate", "check/integration"), HaveField("Passed", false),
+		HaveField("Message", And(ContainSubstring("Job "+ns+"/"+own.Name), Not(ContainSubstring(planted.Name)))))))
+	g.Expect(failed.Status.AppliedAt).To(BeNil())
+	g.Expect(app.desiredRevision(app.get())).NotTo(Equal(digest(1)))
+	g.Expect(getJob(g, t.Context(), ns, planted.Name).Annotations).To(HaveKeyWithValue(runcheck.VerdictAnnotation, "abandoned"))
+	g.Expect(own.Annotations).To(HaveKeyWithValue(runcheck.VerdictAnnotation, "failed"))
+}
+
+func getJob(g Gomega, ctx context.Context, ns, name string) *batchv1.Job {
+	var job batchv1.Job
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job)).To(Succeed())
+	return &job
 }
 
 // A run check the API server refuses: a run must be a template with a kind, and a check exactly one
