@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,11 +42,19 @@ type checkRun struct {
 	cancel  context.CancelFunc
 	done    bool
 	results []check.Result
+	// taken is when a reconcile wrote the results and let them go (forget).
+	taken time.Time
 }
+
+// takenResultsServed is how long results already taken are still served to a poll of the same
+// Promotion's phase: a reconcile working on a cached Promotion that does not show the write the
+// results led to yet would otherwise start the checks again (a run check creates its object
+// again). Its status write then fails on the stale resourceVersion, and nothing runs twice.
+const takenResultsServed = 30 * time.Second
 
 // poll starts the checks of a Promotion's phase if they are not running, and returns their
 // results once all are done.
-func (c *CheckRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, checks []stagecoachv1.Check, in check.Input) ([]check.Result, bool) {
+func (c *CheckRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, checks []stagecoachv1.Check, in check.Input, now time.Time) ([]check.Result, bool) {
 	key := string(p.UID) + "/" + string(in.Phase)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,10 +62,13 @@ func (c *CheckRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, 
 		c.runs = map[string]*checkRun{}
 	}
 	if run, ok := c.runs[key]; ok {
-		if run.done {
+		switch {
+		case !run.done:
+			return nil, false
+		case run.taken.IsZero() || now.Sub(run.taken) < takenResultsServed:
 			return run.results, true
 		}
-		return nil, false
+		delete(c.runs, key)
 	}
 	ctx := ctrl.LoggerInto(c.baseCtx, ctrl.Log.WithName("checks").WithValues("stage", stage.String(), "promotion", p.Name, "phase", in.Phase))
 	ctx, cancel := context.WithCancel(ctx)
@@ -79,14 +91,14 @@ func (c *CheckRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, 
 	return nil, false
 }
 
-// forget drops a phase's results once the Promotion has moved on.
-func (c *CheckRuns) forget(p *stagecoachv1.Promotion, phase plugincheck.Phase) {
+// forget lets a phase's results go once the Promotion has moved on: a poll after
+// takenResultsServed runs the checks afresh, and Retain drops them when the Promotion ends.
+func (c *CheckRuns) forget(p *stagecoachv1.Promotion, phase plugincheck.Phase, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := string(p.UID) + "/" + string(phase)
-	if run, ok := c.runs[key]; ok {
-		run.cancel()
-		delete(c.runs, key)
+	if run, ok := c.runs[key]; ok && run.taken.IsZero() {
+		run.taken = now
 	}
 }
 
@@ -125,7 +137,7 @@ func (run *Run) runChecks(p *stagecoachv1.Promotion, checks []stagecoachv1.Check
 	if version != nil {
 		in.Version, in.Digest = version.Tag, version.Digest
 	}
-	out, done := run.r.Checks.poll(p, types.NamespacedName{Namespace: stage.Namespace, Name: stage.Name}, checks, in)
+	out, done := run.r.Checks.poll(p, types.NamespacedName{Namespace: stage.Namespace, Name: stage.Name}, checks, in, run.now)
 	if !done {
 		return nil, "", false
 	}
@@ -140,13 +152,13 @@ func (run *Run) runChecks(p *stagecoachv1.Promotion, checks []stagecoachv1.Check
 }
 
 // preApplyChecks polls the checks before apply of a starting promote. Once they are done their
-// run is forgotten: the verdict decides this start, and another start runs them afresh.
+// run is let go: the verdict decides this start, and a later start runs them afresh.
 func (run *Run) preApplyChecks(p *stagecoachv1.Promotion) *plan.ChecksVerdict {
 	results, _, done := run.runChecks(p, run.stage.GetPreApplyChecks(), plugincheck.PhasePreApply)
 	if !done {
 		return &plan.ChecksVerdict{}
 	}
-	run.r.Checks.forget(p, plugincheck.PhasePreApply)
+	run.r.Checks.forget(p, plugincheck.PhasePreApply, run.now)
 	return &plan.ChecksVerdict{Done: true, Results: results}
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func TestCheckRunsRetain(t *testing.T) {
 			p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", UID: "p1"}}
 			checks := []stagecoachv1.Check{{Name: "slow", HTTP: &stagecoachv1.HTTPCheck{URL: srv.URL},
 				Timeout: &metav1.Duration{Duration: time.Minute}}}
-			_, done := runs.poll(p, prod, checks, check.Input{Stage: "prod", Phase: plugincheck.PhasePostApply})
+			_, done := runs.poll(p, prod, checks, check.Input{Stage: "prod", Phase: plugincheck.PhasePostApply}, time.Now())
 			g.Expect(done).To(BeFalse())
 			g.Eventually(called, 5*time.Second).Should(BeClosed(), "the check never called its endpoint")
 
@@ -83,6 +84,45 @@ func TestCheckRunsRetain(t *testing.T) {
 				return
 			}
 			g.Consistently(stopped, 200*time.Millisecond).ShouldNot(BeClosed(), "a kept run was stopped")
+		})
+	}
+}
+
+// Results a reconcile took are served again, without running the checks, to a poll soon after
+// (a reconcile on a cache that does not show the Promotion's write yet); a poll after that
+// window runs them afresh.
+func TestCheckRunsServeTakenResults(t *testing.T) {
+	cases := []struct {
+		name      string
+		pollAfter time.Duration
+		wantDone  bool
+		wantCalls int32
+	}{
+		{name: "a poll right after the results were taken", pollAfter: time.Second, wantDone: true, wantCalls: 1},
+		{name: "a poll after the window", pollAfter: takenResultsServed + time.Second, wantDone: false, wantCalls: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+			defer srv.Close()
+			runs := &CheckRuns{runner: &check.Runner{AllowInternalTargets: true}, baseCtx: t.Context(), wake: func([]reconcile.Request) {}}
+			prod := types.NamespacedName{Namespace: "ns", Name: "prod"}
+			p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", UID: "p1"}}
+			checks := []stagecoachv1.Check{{Name: "smoke", HTTP: &stagecoachv1.HTTPCheck{URL: srv.URL}}}
+			in := check.Input{Stage: "prod", Phase: plugincheck.PhasePostApply}
+			taken := time.Now()
+			g.Eventually(func() bool { _, done := runs.poll(p, prod, checks, in, taken); return done }, 5*time.Second).Should(BeTrue())
+			runs.forget(p, plugincheck.PhasePostApply, taken)
+
+			results, done := runs.poll(p, prod, checks, in, taken.Add(tc.pollAfter))
+			g.Expect(done).To(Equal(tc.wantDone))
+			if tc.wantDone {
+				g.Expect(results).To(ConsistOf(HaveField("Passed", true)))
+			}
+			g.Eventually(calls.Load, 5*time.Second).Should(Equal(tc.wantCalls))
+			g.Consistently(calls.Load, 200*time.Millisecond).Should(Equal(tc.wantCalls))
 		})
 	}
 }

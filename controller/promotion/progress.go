@@ -156,7 +156,7 @@ func (run *Run) verify(ctx context.Context, p *stagecoachv1.Promotion, evidence 
 	if err := run.status.save(ctx, p); err != nil {
 		return err
 	}
-	run.r.Checks.forget(p, plugincheck.PhasePostApply)
+	run.r.Checks.forget(p, plugincheck.PhasePostApply, run.now)
 	if failed != "" {
 		return run.finishFailed(ctx, p, stagecoachv1.ReasonCheckFailed, "landed, but "+failed)
 	}

@@ -249,8 +249,10 @@ func (s *Stack) startControlPlane(ctx context.Context) error {
 
 // KubeControllerManagerControllers are the only controllers the stack's kube-controller-manager
 // runs: Deployments get ReplicaSets and a status written by Kubernetes' own code (a Deployment with
-// replicas 0 needs no kubelet), and nothing else of a cluster's machinery runs behind the tests.
-var KubeControllerManagerControllers = []string{"deployment-controller", "replicaset-controller"}
+// replicas 0 needs no kubelet), Jobs get their Pods and their conditions from the Job controller
+// (the Pods' ends are played by Scenario.RunPods, as no node runs them), and nothing else of a
+// cluster's machinery runs behind the tests.
+var KubeControllerManagerControllers = []string{"deployment-controller", "replicaset-controller", "job-controller"}
 
 // startControllerManager runs kube-controller-manager (when built) as its own user, with each
 // controller acting as its kube-system service account, and waits for /healthz.
