@@ -32,7 +32,7 @@ type ApprovalSpec struct {
 
 	// Digest of the approved version.
 	// +kubebuilder:validation:MaxLength=71
-	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[a-f0-9]{64}$')",message="digest must look like sha256: followed by 64 lowercase hex characters"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(sha256:[a-f0-9]{64}|sha1:[a-f0-9]{40})$')",message="digest must look like sha256: followed by 64 lowercase hex characters (an OCI digest) or sha1: followed by 40 (a Git commit)"
 	// +required
 	Digest string `json:"digest"`
 

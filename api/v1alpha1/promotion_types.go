@@ -89,9 +89,10 @@ type PromotionSpec struct {
 
 // VersionReference names a version by digest (what is applied) and tag (what people read).
 type VersionReference struct {
-	// Digest of the version's OCI artifact.
+	// Digest of the version: its OCI artifact's (sha256:...), or its Git commit (sha1:<40 hex>)
+	// for a Stage whose source is git.
 	// +kubebuilder:validation:MaxLength=71
-	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[a-f0-9]{64}$')",message="digest must look like sha256: followed by 64 lowercase hex characters"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(sha256:[a-f0-9]{64}|sha1:[a-f0-9]{40})$')",message="digest must look like sha256: followed by 64 lowercase hex characters (an OCI digest) or sha1: followed by 40 (a Git commit)"
 	// +optional
 	Digest string `json:"digest,omitempty"`
 

@@ -183,6 +183,16 @@ const (
 	ReasonCredentialsUnreadable = "CredentialsUnreadable"
 	ReasonNoEligibleTag         = "NoEligibleTag"
 	ReasonSourceInvalid         = "SourceInvalid"
+	// git sources
+	ReasonGitUnreachable   = "GitUnreachable"
+	ReasonGitUnauthorized  = "GitUnauthorized"
+	ReasonGitRefNotFound   = "GitRefNotFound"
+	ReasonNoEligibleCommit = "NoEligibleCommit"
+	// ReasonSourceRewound: the branch no longer contains the running commit (force-pushed);
+	// automation never goes backwards.
+	ReasonSourceRewound = "SourceRewound"
+	// ReasonVersionKindMismatch: the source's versions are commits, the applier takes digests.
+	ReasonVersionKindMismatch = "VersionKindMismatch"
 	// signatures (the verifier's verdicts, and why there is none)
 	ReasonSignatureVerified       = "SignatureVerified"
 	ReasonSignatureMissing        = "SignatureMissing"

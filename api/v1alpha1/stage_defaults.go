@@ -12,6 +12,11 @@ import (
 // Defaults of optional Stage fields; the getters below apply them so that the reconciler never
 // has to know them.
 const (
+	// Modes of a git source's verify: what must be signed.
+	GitVerifyHEAD       = "HEAD"
+	GitVerifyTag        = "Tag"
+	GitVerifyTagAndHEAD = "TagAndHEAD"
+
 	DefaultRegistryInterval = time.Minute
 	DefaultProgressDeadline = 10 * time.Minute
 	DefaultGrace            = 10 * time.Second
@@ -171,6 +176,22 @@ func (s *Stage) GetRegistryInterval() time.Duration {
 		return r.Interval.Duration
 	}
 	return DefaultRegistryInterval
+}
+
+// GetGitInterval is how often a git source is fetched.
+func (s *Stage) GetGitInterval() time.Duration {
+	if g := s.Spec.Source.Git; g != nil && g.Interval != nil && g.Interval.Duration > 0 {
+		return g.Interval.Duration
+	}
+	return DefaultRegistryInterval
+}
+
+// GetMode is what a git source's verification requires to be signed (default HEAD).
+func (v *GitVerification) GetMode() string {
+	if v.Mode == "" {
+		return GitVerifyHEAD
+	}
+	return v.Mode
 }
 
 // GetKey is the entry of the Secret the trusted root is read from.

@@ -278,11 +278,16 @@ type ObservedMatch struct {
 
 // StageSource is where a Stage's next versions come from: exactly one of its fields.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.registry), has(self.upstream), has(self.upstreamRecords)].filter(x, x).size() == 1",message="source must set exactly one of registry, upstream or upstreamRecords"
+// +kubebuilder:validation:XValidation:rule="[has(self.registry), has(self.git), has(self.upstream), has(self.upstreamRecords)].filter(x, x).size() == 1",message="source must set exactly one of registry, git, upstream or upstreamRecords"
 type StageSource struct {
 	// Registry offers the tags of an OCI repository.
 	// +optional
 	Registry *RegistrySource `json:"registry,omitempty"`
+
+	// Git offers the commits of a Git repository: each new commit of a branch, or each tag that
+	// meets a semver constraint. Its versions are commits (digest sha1:<40 hex>), not OCI digests.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
 
 	// Upstream offers the versions another Stage in this cluster has Verified.
 	// +optional
@@ -332,6 +337,81 @@ type RegistrySource struct {
 	// Verify checks every candidate's signature before it is offered.
 	// +optional
 	Verify *VerifySpec `json:"verify,omitempty"`
+}
+
+// GitSource offers the commits of a Git repository as versions. A version is a commit: its digest
+// is sha1:<40 hex> (Flux's revision form), its tag the Git tag or the commit's short SHA. The
+// repository is fetched when the interval has passed; one clone per repository and credentials is
+// kept and fetched incrementally.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.branch) != has(self.semver)",message="git must set exactly one of branch (each new commit) or semver (tags that meet a constraint)"
+// +kubebuilder:validation:XValidation:rule="!has(self.paths) || has(self.branch)",message="git.paths selects the commits of a branch: set branch"
+// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('http://') || self.insecure",message="git.url uses plain http: use https, or set insecure: true for a server you trust on your network"
+type GitSource struct {
+	// URL of the repository: https://, ssh:// or (with insecure) http://.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^/]+/.+')",message="git.url must be an https://, ssh:// or http:// URL of a repository, for example https://git.example/org/config.git"
+	// +required
+	URL string `json:"url"`
+
+	// SecretRef names a Secret in the Stage's namespace with the credentials, in the format of
+	// Flux's GitRepository: username and password (HTTPS basic authentication), bearerToken
+	// (HTTPS), or identity and known_hosts (SSH); ca.crt adds a certificate authority for HTTPS.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Branch whose commits are versions, newest first; automation never goes back to a commit
+	// that is not a descendant of the one running.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Paths keep only the commits of the branch that change a file under one of them (a
+	// directory, or a file), for example the overlay of this environment.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	Paths []string `json:"paths,omitempty"`
+
+	// Semver is a constraint the repository's tags must meet, for example ">=1.0.0", in the syntax
+	// of registry.semver; each tag that meets it is a version of the commit it points to.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Semver string `json:"semver,omitempty"`
+
+	// Interval between two fetches of the repository (default 1m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$')",message="interval must be a duration such as 1m or 1h30m"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Insecure allows plain HTTP.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// Verify checks each commit's (or tag's) signature before it is offered; a version whose
+	// signature is missing or from no trusted key is skipped with its reason.
+	// +optional
+	Verify *GitVerification `json:"verify,omitempty"`
+}
+
+// GitVerification says how a commit's signature is verified, as Flux's GitRepository verify: with
+// OpenPGP public keys and SSH public keys from a Secret.
+type GitVerification struct {
+	// Mode is what must be signed: HEAD (the commit), Tag (the annotated tag, semver only) or
+	// TagAndHEAD (both).
+	// +kubebuilder:validation:Enum=HEAD;Tag;TagAndHEAD
+	// +kubebuilder:default=HEAD
+	// +optional
+	Mode string `json:"mode,omitempty"`
+
+	// SecretRef names a Secret in the Stage's namespace whose entries are the trusted keys: an
+	// entry ending .sshpub holds SSH public keys (authorized_keys format), any other entry (.asc)
+	// an armored OpenPGP key ring.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
 }
 
 // VerifySpec says how a version's cosign signature is verified: with public keys (secretRef),

@@ -72,7 +72,7 @@ func (run *Run) automate(ctx context.Context) (created *stagecoachv1.Promotion, 
 func (run *Run) eligible(ctx context.Context, offered []plan.Candidate) (
 	candidate *plan.Candidate, skipped []stagecoachv1.SkippedVersion, expires time.Duration, err error) {
 	stage := run.stage
-	if stage.Spec.Source.Registry == nil {
+	if stage.Spec.Source.Registry == nil && stage.Spec.Source.Git == nil {
 		if len(offered) == 0 {
 			return nil, nil, 0, nil
 		}
@@ -113,12 +113,12 @@ func (run *Run) automaticPromotion(c *plan.Candidate) *stagecoachv1.Promotion {
 		ObjectMeta: metav1.ObjectMeta{
 			// Named by the whole digest: after a restart, creating it again finds the first one,
 			// and two versions never share a name.
-			Name: truncateName(stage.Name, "-"+strings.TrimPrefix(c.Digest, "sha256:")), Namespace: stage.Namespace,
+			Name: truncateName(stage.Name, "-"+digestHex(c.Digest)), Namespace: stage.Namespace,
 			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
 			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
 		},
 		Spec: stagecoachv1.PromotionSpec{Stage: stage.Name, Action: stagecoachv1.ActionPromote, RequestedBy: run.r.Identity,
-			Version: c.Version(), Reason: "automatic: the source offers " + versionString(c.Version())},
+			Version: c.Version(), Reason: "automatic: the source offers " + versionString(c.Version()) + titled(c.Title)},
 	}
 	if c.FirstSeen != nil { // kept for DORA lead time (internal/dora.FirstSeen)
 		p.Annotations[stagecoachv1.FirstSeenAnnotation] = c.FirstSeen.UTC().Format(time.RFC3339)
@@ -132,10 +132,32 @@ func (r *Runner) sourceFor(stage *stagecoachv1.Stage) source.Source {
 	switch {
 	case stage.Spec.Source.Registry != nil:
 		return r.RegistrySource
+	case stage.Spec.Source.Git != nil && r.GitSource != nil:
+		return r.GitSource
 	case stage.Spec.Source.Upstream != nil:
 		return upstream.Source{Reader: r.Client}
 	case stage.Spec.Source.UpstreamRecords != nil && r.Follower != nil:
 		return r.Follower
 	}
 	return nil
+}
+
+// digestHex is a digest's hex part (an OCI digest's or a commit's), for names.
+func digestHex(digest string) string {
+	if _, hex, ok := strings.Cut(digest, ":"); ok {
+		return hex
+	}
+	return digest
+}
+
+// titled quotes a commit's subject line after its version.
+func titled(title string) string {
+	if title == "" {
+		return ""
+	}
+	const limit = 72
+	if r := []rune(title); len(r) > limit {
+		title = string(r[:limit]) + "…"
+	}
+	return fmt.Sprintf(" (%q)", title)
 }

@@ -201,6 +201,9 @@ func (r *Runner) signatureVerdict(ctx context.Context, stage *stagecoachv1.Stage
 // digests of one listing. What keeps every digest from being verified (a Secret unreadable) is
 // each verdict's block.
 func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
+	if stage.Spec.Source.Git != nil {
+		return r.commitVerifier(ctx, stage)
+	}
 	src := stage.Spec.Source.Registry
 	blocked := func(reason, msg string, until *metav1.Time) *plan.SignatureVerdict {
 		return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: reason, Message: msg, Until: until}}
@@ -265,5 +268,23 @@ func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stag
 			return blocked(verdict.Reason, verdict.Message, &retry), nil
 		}
 		return &plan.SignatureVerdict{Message: verdict.Message}, nil
+	}, nil
+}
+
+// commitVerifier verifies the signatures of a git source's commits (or tags) from its clone. A
+// tag-signing mode reads the version's tag from the source's tags that name the commit.
+func (r *Runner) commitVerifier(ctx context.Context, stage *stagecoachv1.Stage) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
+	if r.GitSource == nil {
+		return func(context.Context, string) (*plan.SignatureVerdict, error) {
+			return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: stagecoachv1.ReasonVerificationUnavailable,
+				Message: "this controller does not read git sources"}}, nil
+		}, nil
+	}
+	verdictOf, err := r.GitSource.Verifier(ctx, stage)
+	if err != nil {
+		return nil, err
+	}
+	return func(_ context.Context, digest string) (*plan.SignatureVerdict, error) {
+		return verdictOf(digest, r.GitSource.TagOf(stage, digest)), nil
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stagecoach-dev/stagecoach/controller/chart"
+	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
@@ -42,6 +43,8 @@ type Runner struct {
 	// (nil: such Stages are told records are not read).
 	RegistrySource *registry.Source
 	Follower       *recordsource.Source
+	// GitSource offers a git source's commits and verifies their signatures.
+	GitSource *gitsource.Source
 	// Charts resolves the tag of a chart given by version where the engine pulls it.
 	Charts chart.Resolver
 

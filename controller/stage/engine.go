@@ -23,6 +23,13 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
 	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through}
 	switch app := applier.For(v.gvk.GroupKind(), opts); {
+	case (app != nil || v.gvk.GroupKind() == applicationSetGVK.GroupKind()) && stage.Spec.Source.Git != nil:
+		// The built-in appliers write OCI digests; a git source's versions are commits.
+		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonVersionKindMismatch, true
+		v.message = fmt.Sprintf("Stage %s takes Git commits (spec.source.git), and Stagecoach writes %s OCI digests: "+
+			"point spec.applyRef at an object whose field takes a commit, through spec.applyRef.set with {{ .Revision }} "+
+			"(for example a Flux GitRepository's /spec/ref/commit)", stage.Name, described)
+		return nil
 	case app != nil:
 		if stage.Spec.Completion != nil {
 			app = applier.WithCompletion{Applier: app, Stage: stage.Name, Rules: stage.Spec.Completion}

@@ -22,6 +22,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/records"
 	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
+	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
@@ -76,6 +77,8 @@ type Reconciler struct {
 	Recorder *records.Recorder
 	// Follower reads upstreamRecords sources; nil until set up (records are then untrusted).
 	Follower *recordsource.Source
+	// GitSource reads git sources (one clone per repository); set up with the runner when nil.
+	GitSource *gitsource.Source
 	// PolicyRecheckInterval is how long the answer to "are the admission policies installed" is kept.
 	PolicyRecheckInterval time.Duration
 
@@ -127,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			if r.Follower != nil {
 				r.Follower.Forget(req.NamespacedName)
 			}
+			r.GitSource.Forget(req.NamespacedName)
 			return ctrl.Result{}, r.promotions.Orphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err

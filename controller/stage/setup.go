@@ -28,6 +28,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/check"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/runcheck"
+	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
@@ -343,11 +344,14 @@ func (r *Reconciler) stagesSharingApplier(ctx context.Context, obj client.Object
 // check runs stop with ctx, and wake the Stage they belong to.
 func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAnnotator) *promotion.Runner {
 	verdicts := verify.NewCache(verify.DefaultCacheSize)
+	if r.GitSource == nil {
+		r.GitSource = &gitsource.Source{Secrets: r.APIReader}
+	}
 	return &promotion.Runner{
 		Client: r.Client, APIReader: r.APIReader, Identity: r.Identity, Events: r.Events, FluxEvents: r.FluxEvents,
 		Clock: r.Clock, ClusterFreezeNamespace: r.ClusterFreezeNamespace, ServerVersion: r.ServerVersion, Observer: r.Observer,
 		RegistrySource: &registry.Source{Lister: r.Registry, Secrets: r.APIReader, Verdicts: verdicts},
-		Follower:       r.Follower, Charts: r.charts(),
+		Follower:       r.Follower, GitSource: r.GitSource, Charts: r.charts(),
 		Verdicts: verdicts, RegistryTransport: r.RegistryTransport, SigstoreTrustedRoot: r.SigstoreTrustedRoot,
 		Checks: promotion.NewCheckRuns(&check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets,
 			// A run's deadline counts from its creationTimestamp, the API server's time: the real clock.

@@ -38,12 +38,18 @@ type TemplateData struct {
 	Repository string
 	// Image is Repository@Digest.
 	Image string
+	// Revision is what a Git-aware field takes: a commit's 40-hex SHA for a git source's version
+	// (its digest is sha1:<SHA>), the digest otherwise.
+	Revision string
 }
 
 // SampleDigest renders templates when a Stage is checked, before any version exists.
 const SampleDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
-var digestPattern = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+var (
+	digestPattern = regexp.MustCompile(`sha256:[0-9a-f]{64}|sha1:[0-9a-f]{40}`)
+	commitPattern = regexp.MustCompile(`\b[0-9a-f]{40}\b`)
+)
 
 // Validate checks that every field setting parses, renders and can be applied on its own, and
 // that the completion rules can be read from the object's status.
@@ -77,7 +83,8 @@ func (g Generic) stampProblem(obj *unstructured.Unstructured) *Problem {
 // Revision returns the digest the object carries in the first field whose value names the digest.
 func (g Generic) Revision(obj *unstructured.Unstructured) string {
 	for _, s := range g.Set {
-		if !strings.Contains(s.Value, ".Digest") && !strings.Contains(s.Value, ".Image") {
+		byRevision := strings.Contains(s.Value, ".Revision")
+		if !strings.Contains(s.Value, ".Digest") && !strings.Contains(s.Value, ".Image") && !byRevision {
 			continue
 		}
 		tokens, err := parsePointer(s.Path)
@@ -89,7 +96,13 @@ func (g Generic) Revision(obj *unstructured.Unstructured) string {
 			continue
 		}
 		if str, ok := v.(string); ok {
-			return digestPattern.FindString(str)
+			if d := digestPattern.FindString(str); d != "" || !byRevision {
+				return d
+			}
+			if sha := commitPattern.FindString(str); sha != "" {
+				return "sha1:" + sha
+			}
+			return ""
 		}
 	}
 	return ""
@@ -240,7 +253,10 @@ type renderedField struct {
 }
 
 func (g Generic) render(obj *unstructured.Unstructured, v Version) ([]renderedField, error) {
-	data := TemplateData{Digest: v.Digest, Version: v.Tag, Repository: g.Repository}
+	data := TemplateData{Digest: v.Digest, Version: v.Tag, Repository: g.Repository, Revision: v.Digest}
+	if sha, ok := strings.CutPrefix(v.Digest, "sha1:"); ok {
+		data.Revision = sha
+	}
 	if g.Repository != "" {
 		data.Image = g.Repository + "@" + v.Digest
 	}

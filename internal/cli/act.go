@@ -17,7 +17,8 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
-var digestPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+// digestPattern: an OCI digest, or a Git commit (sha1:<40 hex>) for a Stage with a git source.
+var digestPattern = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha1:[a-f0-9]{40})$`)
 
 // WhoAmI asks the API server who the kubeconfig's user is: Promotions and Approvals name their
 // creator, and the admission policies check that they do.
@@ -155,7 +156,7 @@ func newPromotion(stage *stagecoachv1.Stage, action stagecoachv1.PromotionAction
 func resolveVersion(ctx context.Context, c client.Reader, stage *stagecoachv1.Stage, tag, digest string) (*stagecoachv1.VersionReference, error) {
 	if digest != "" {
 		if !digestPattern.MatchString(digest) {
-			return nil, fmt.Errorf("digest %q is not sha256: followed by 64 lowercase hex characters", digest)
+			return nil, fmt.Errorf("digest %q is neither sha256: followed by 64 lowercase hex characters nor sha1: followed by 40 (a Git commit)", digest)
 		}
 		v := &stagecoachv1.VersionReference{Digest: digest}
 		v.Tag = tagOf(stage, digest)
@@ -227,7 +228,7 @@ func Approve(ctx context.Context, c client.Client, opts ApproveOptions, out io.W
 		digest = stage.Status.Candidate.Digest
 	}
 	if !digestPattern.MatchString(digest) {
-		return nil, fmt.Errorf("digest %q is not sha256: followed by 64 lowercase hex characters", digest)
+		return nil, fmt.Errorf("digest %q is neither sha256: followed by 64 lowercase hex characters nor sha1: followed by 40 (a Git commit)", digest)
 	}
 	user, err := WhoAmI(ctx, c)
 	if err != nil {

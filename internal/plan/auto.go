@@ -20,6 +20,8 @@ type Candidate struct {
 	// FirstSeen is when a registry source first offered it at this digest (for soak, when there
 	// is no upstream verification).
 	FirstSeen *metav1.Time
+	// Title is a commit's subject line (git sources), for people.
+	Title string
 }
 
 // Version is the candidate as a version reference.

@@ -244,6 +244,9 @@ func Refusal(chain []Gate, in GateInputs) string {
 }
 
 func asksSignature(stage *stagecoachv1.Stage) bool {
+	if g := stage.Spec.Source.Git; g != nil {
+		return g.Verify != nil
+	}
 	src := stage.Spec.Source.Registry
 	return src != nil && src.Verify != nil
 }

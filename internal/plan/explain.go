@@ -161,14 +161,17 @@ func (e Explanation) Lines() []string {
 }
 
 func describeVersion(tag, digest string) string {
-	short := strings.TrimPrefix(digest, "sha256:")
+	algorithm, short, found := strings.Cut(digest, ":")
+	if !found {
+		algorithm, short = "sha256", digest
+	}
 	if len(short) > 12 {
 		short = short[:12]
 	}
 	if tag == "" {
-		return "sha256:" + short
+		return algorithm + ":" + short
 	}
-	return tag + " (sha256:" + short + ")"
+	return tag + " (" + algorithm + ":" + short + ")"
 }
 
 func orDash(s string) string {

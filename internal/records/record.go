@@ -149,7 +149,8 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 }
 
 var (
-	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// An OCI digest, or a Git commit (a git source's version).
+	digestRE = regexp.MustCompile(`^(sha256:[0-9a-f]{64}|sha1:[0-9a-f]{40})$`)
 	// Stream ids are <cluster>/<namespace>/<name>: cluster a lowercase DNS label (the first hex
 	// digits of kube-system's UID, or a name the operator chose), namespace a DNS label, name a
 	// DNS subdomain.

@@ -139,7 +139,8 @@ func Render(raw []byte, in check.Input) (*unstructured.Unstructured, error) {
 	}
 	revision := in.Revision
 	if revision == "" {
-		revision = in.Digest
+		// A Git commit's version is sha1:<SHA>: Git tools take the bare SHA.
+		revision = strings.TrimPrefix(in.Digest, "sha1:")
 	}
 	data := templateData{Version: in.Version, Digest: in.Digest, Revision: revision, Stage: in.Stage, Namespace: in.Namespace,
 		Environment: in.Environment, Service: in.Service, Promotion: in.Promotion}

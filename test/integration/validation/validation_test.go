@@ -62,16 +62,46 @@ service: payments
 environment: prod
 applyRef: {kind: Kustomization, name: payments, source: chart}
 source: {upstream: {stage: payments}}`},
-		{name: "stage without source", kind: "Stage", wantMsg: "source must set exactly one of registry, upstream or upstreamRecords", spec: `
+		{name: "stage without source", kind: "Stage", wantMsg: "source must set exactly one of registry, git, upstream or upstreamRecords", spec: `
 service: payments
 environment: prod
 applyRef: {kind: Application, name: payments}
 source: {}`},
-		{name: "stage with two sources", kind: "Stage", wantMsg: "source must set exactly one of registry, upstream or upstreamRecords", spec: `
+		{name: "stage with two sources", kind: "Stage", wantMsg: "source must set exactly one of registry, git, upstream or upstreamRecords", spec: `
 service: payments
 environment: prod
 applyRef: {kind: Application, name: payments}
 source: {upstream: {stage: payments, namespace: staging}, registry: {repository: r.example/payments}}`},
+		{name: "git with branch and semver", kind: "Stage", wantMsg: "git must set exactly one of branch (each new commit) or semver (tags that meet a constraint)", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
+completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+source: {git: {url: "https://git.example/org/config.git", branch: main, semver: ">=1.0.0"}}`},
+		{name: "git paths on tags", kind: "Stage", wantMsg: "git.paths selects the commits of a branch: set branch", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
+completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+source: {git: {url: "https://git.example/org/config.git", semver: ">=1.0.0", paths: [overlays/prod]}}`},
+		{name: "git over plain http", kind: "Stage", wantMsg: "git.url uses plain http: use https, or set insecure: true", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
+completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+source: {git: {url: "http://git.example/org/config.git", branch: main}}`},
+		{name: "git url that names no repository", kind: "Stage", wantMsg: "git.url must be an https://, ssh:// or http:// URL of a repository", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
+completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+source: {git: {url: "git.example:org/config.git", branch: main}}`},
+		{name: "git verify mode unknown", kind: "Stage", wantMsg: "supported values: \"HEAD\", \"Tag\", \"TagAndHEAD\"", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
+completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+source: {git: {url: "https://git.example/org/config.git", branch: main, verify: {mode: Commit, secretRef: {name: keys}}}}`},
 		{name: "completion with both rules", kind: "Stage", wantMsg: "completion must set exactly one of observedCompletion or observedMatches", spec: `
 service: payments
 environment: prod
@@ -245,10 +275,10 @@ action: Promote
 version: {tag: v1.2.3}`},
 		{name: "promote without version, action defaulted", kind: "Promotion", wantMsg: "a Promote needs version.digest", spec: `
 stage: payments`},
-		{name: "promotion with a malformed digest", kind: "Promotion", wantMsg: "digest must look like sha256: followed by 64 lowercase hex characters", spec: `
+		{name: "promotion with a malformed digest", kind: "Promotion", wantMsg: "digest must look like sha256: followed by 64 lowercase hex characters (an OCI digest) or sha1: followed by 40 (a Git commit)", spec: `
 stage: payments
 version: {digest: "sha256:ABC"}`},
-		{name: "approval with a malformed digest", kind: "Approval", wantMsg: "digest must look like sha256: followed by 64 lowercase hex characters", spec: `
+		{name: "approval with a malformed digest", kind: "Approval", wantMsg: "digest must look like sha256: followed by 64 lowercase hex characters (an OCI digest) or sha1: followed by 40 (a Git commit)", spec: `
 stage: payments
 digest: v1.2.3
 approver: alice`},
@@ -289,6 +319,15 @@ service: payments
 environment: dev
 applyRef: {kind: OCIRepository, name: payments}
 source: {registry: {repository: registry.example/deploy/payments, semver: ">=1.0.0", interval: 1m30s, verify: {secretRef: {name: cosign-keys}}}}`},
+		{name: "stage taking the signed commits of a branch's path", kind: "Stage", spec: `
+service: payments
+environment: dev
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
+completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+source: {git: {url: "ssh://git@git.example/org/config.git", branch: main, paths: [overlays/dev], secretRef: {name: deploy-key}, verify: {mode: HEAD, secretRef: {name: signers}}}}`},
+		{name: "promotion of a commit", kind: "Promotion", spec: `
+stage: payments
+version: {digest: "sha1:0123456789abcdef0123456789abcdef01234567", tag: "0123456"}`},
 		{name: "stage promoting one source of a multi-source Application", kind: "Stage", spec: `
 service: payments
 environment: prod
