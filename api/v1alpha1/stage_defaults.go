@@ -35,6 +35,7 @@ const (
 	PolicyApplicationCreate  = "application-create-guard.stagecoach.dev"
 	PolicyApplicationSet     = "applicationset-guard.stagecoach.dev"
 	PolicyFluxOCIRepository  = "flux-ocirepository-guard.stagecoach.dev"
+	PolicyFluxGitRepository  = "flux-gitrepository-guard.stagecoach.dev"
 	PolicyFluxKustomization  = "flux-kustomization-guard.stagecoach.dev"
 	PolicyFluxHelmRelease    = "flux-helmrelease-guard.stagecoach.dev"
 	PolicyPromotionRequester = "promotion-requester-guard.stagecoach.dev"
@@ -61,6 +62,9 @@ var builtinAppliers = []BuiltinApplier{
 		Guards: []string{PolicyApplicationSet, PolicyApplication, PolicyApplicationCreate}},
 	{GroupVersionKind: schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"},
 		Guards: []string{PolicyFluxOCIRepository}},
+	// Takes Git commits (spec.ref.commit): the applier of a Stage with a git source.
+	{GroupVersionKind: schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"},
+		Guards: []string{PolicyFluxGitRepository}},
 	{GroupVersionKind: schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"},
 		Guards: []string{PolicyFluxKustomization}},
 	{GroupVersionKind: schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"},

@@ -31,9 +31,9 @@ type Stage struct {
 // StageSpec is the desired behaviour of a Stage.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.waves) || size(self.waves) == 0 || self.applyRef.kind == 'ApplicationSet'",message="waves are only allowed when applyRef.kind is ApplicationSet: waves roll a version out over the clusters of an ApplicationSet"
-// +kubebuilder:validation:XValidation:rule="has(self.completion) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",message="spec.completion is required for an applyRef kind without a built-in observer: say how to read completion from its status (observedCompletion or observedMatches)"
-// +kubebuilder:validation:XValidation:rule="has(self.applyRef.set) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",message="spec.applyRef.set is required for an applyRef kind without a built-in applier: say which fields carry the version, for example {path: /spec/template/spec/containers/0/image, value: '{{ .Image }}'}"
-// +kubebuilder:validation:XValidation:rule="!has(self.applyRef.set) || !(self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease'])",message="spec.applyRef.set is only for kinds without a built-in applier: Stagecoach already knows where this applyRef.kind carries the version"
+// +kubebuilder:validation:XValidation:rule="has(self.completion) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease']",message="spec.completion is required for an applyRef kind without a built-in observer: say how to read completion from its status (observedCompletion or observedMatches)"
+// +kubebuilder:validation:XValidation:rule="has(self.applyRef.set) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease']",message="spec.applyRef.set is required for an applyRef kind without a built-in applier: say which fields carry the version, for example {path: /spec/template/spec/containers/0/image, value: '{{ .Image }}'}"
+// +kubebuilder:validation:XValidation:rule="!has(self.applyRef.set) || !(self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease'])",message="spec.applyRef.set is only for kinds without a built-in applier: Stagecoach already knows where this applyRef.kind carries the version"
 type StageSpec struct {
 	// Service names the service this Stage carries (for example payments).
 	// +kubebuilder:validation:MinLength=1
@@ -149,10 +149,10 @@ type StageAuthor struct {
 // ApplierReference names the object that applies a Stage's version.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.image) || self.kind == 'Kustomization'",message="applyRef.image is only for a Flux Kustomization: it names the spec.images entry to pin"
-// +kubebuilder:validation:XValidation:rule="!has(self.kustomization) || self.kind == 'OCIRepository'",message="applyRef.kustomization is only for a Flux OCIRepository: it names the Kustomization that applies the repository's artifact"
+// +kubebuilder:validation:XValidation:rule="!has(self.kustomization) || self.kind == 'OCIRepository' || self.kind == 'GitRepository'",message="applyRef.kustomization is only for a Flux OCIRepository or GitRepository: it names the Kustomization that applies the repository's artifact"
 // +kubebuilder:validation:XValidation:rule="!has(self.valuesKey) || self.kind == 'HelmRelease'",message="applyRef.valuesKey is only for a Flux HelmRelease: it names the values key that carries the digest"
 // +kubebuilder:validation:XValidation:rule="!has(self.source) || self.kind == 'Application'",message="applyRef.source is only for an Argo CD Application: it names the source (sources[].name or repoURL) of a multi-source Application that Stagecoach promotes"
-// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'Kustomization', 'HelmRelease']",messageExpression="'applyRef.apiVersion is required for kind ' + self.kind + ': only Application, ApplicationSet, OCIRepository, Kustomization and HelmRelease are known without it'"
+// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease']",messageExpression="'applyRef.apiVersion is required for kind ' + self.kind + ': only Application, ApplicationSet, OCIRepository, GitRepository, Kustomization and HelmRelease are known without it'"
 type ApplierReference struct {
 	// APIVersion of the applier, for example argoproj.io/v1alpha1. Optional for the built-in kinds.
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$`
@@ -176,9 +176,10 @@ type ApplierReference struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Kustomization, for a Flux OCIRepository, names the Kustomization (same namespace, same
-	// stagecoach.dev/stage label) that applies the repository's artifact: the version has landed
-	// only when that Kustomization is Ready with the digest as its lastAppliedRevision.
+	// Kustomization, for a Flux OCIRepository or GitRepository, names the Kustomization (same
+	// namespace, same stagecoach.dev/stage label) that applies the repository's artifact: the
+	// version has landed only when that Kustomization is Ready with the digest (or commit) as its
+	// lastAppliedRevision.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Kustomization string `json:"kustomization,omitempty"`

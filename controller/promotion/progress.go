@@ -167,6 +167,10 @@ func (run *Run) verify(ctx context.Context, p *stagecoachv1.Promotion, evidence 
 // (plan.IsForeignWrite) freezes the Stage instead of being overwritten.
 func (a applierRollout) apply(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (bool, error) {
 	stage, digest := run.stage, p.Status.Version.Digest
+	if takes := a.applier.Takes(run.obj); takes != applier.AnyVersion && takes != applier.KindOf(digest) {
+		return false, run.status.finish(ctx, p, stagecoachv1.PhaseFailed, fmt.Sprintf("not applied: %s '%s' takes %s, and %s is not one: promote a version of Stage %s's source",
+			run.obj.GetKind(), run.obj.GetName(), takes, digest, stage.Name))
+	}
 	current := a.applier.Revision(run.obj)
 	if plan.IsForeignWrite(stage, run.promotions, current, digest) {
 		msg := fmt.Sprintf("%s '%s' runs %q, which Stagecoach did not write: someone else changed it. Check who did, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) and promote again",

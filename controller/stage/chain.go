@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
@@ -20,6 +21,30 @@ func (r *Reconciler) repositoryOf(ctx context.Context, stage *stagecoachv1.Stage
 		return head.Spec.Source.Registry.Repository
 	}
 	return ""
+}
+
+// versionKindOf is the kind of version the Stage's source offers: its own source's, or that of
+// the head of its upstream chain (up to 16 hops); known is false when the chain cannot be read.
+func (r *Reconciler) versionKindOf(ctx context.Context, stage *stagecoachv1.Stage) (kind applier.VersionKind, known bool) {
+	cur := stage
+	for range 16 {
+		switch src := cur.Spec.Source; {
+		case src.Git != nil:
+			return applier.GitCommits, true
+		case src.Registry != nil, src.UpstreamRecords != nil:
+			return applier.OCIDigests, true
+		}
+		up, ok := cur.UpstreamKey()
+		if !ok {
+			return "", false
+		}
+		next := &stagecoachv1.Stage{}
+		if err := r.Get(ctx, up, next); err != nil {
+			return "", false
+		}
+		cur = next
+	}
+	return "", false
 }
 
 // checkDependencyCycle refuses a Stage whose spec.dependsOn leads back to itself: it could never

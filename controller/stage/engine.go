@@ -23,12 +23,9 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
 	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through}
 	switch app := applier.For(v.gvk.GroupKind(), opts); {
-	case (app != nil || v.gvk.GroupKind() == applicationSetGVK.GroupKind()) && stage.Spec.Source.Git != nil:
-		// The built-in appliers write OCI digests; a git source's versions are commits.
-		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonVersionKindMismatch, true
-		v.message = fmt.Sprintf("Stage %s takes Git commits (spec.source.git), and Stagecoach writes %s OCI digests: "+
-			"point spec.applyRef at an object whose field takes a commit, through spec.applyRef.set with {{ .Revision }} "+
-			"(for example a Flux GitRepository's /spec/ref/commit)", stage.Name, described)
+	case app != nil && r.versionKindMismatch(ctx, stage, app.Takes(v.obj), described, v):
+		return nil
+	case v.gvk.GroupKind() == applicationSetGVK.GroupKind() && r.versionKindMismatch(ctx, stage, applier.OCIDigests, described, v):
 		return nil
 	case app != nil:
 		if stage.Spec.Completion != nil {
@@ -129,4 +126,21 @@ func (s *schemaChecks) forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.seen, key)
+}
+
+// versionKindMismatch turns the verdict not ready when the applier takes another kind of version
+// than the Stage's source offers (a Flux GitRepository for OCI digests, an OCIRepository for Git
+// commits): every promote would fail at the write.
+func (r *Reconciler) versionKindMismatch(ctx context.Context, stage *stagecoachv1.Stage, takes applier.VersionKind, described string, v *applierVerdict) bool {
+	offers, known := r.versionKindOf(ctx, stage)
+	if !known || takes == applier.AnyVersion || takes == offers {
+		return false
+	}
+	v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonVersionKindMismatch, true
+	fix := "point spec.applyRef at an applier of Git commits (a Flux GitRepository, an Argo CD Application on a Git source, or any kind through spec.applyRef.set with {{ .Revision }})"
+	if offers == applier.OCIDigests {
+		fix = "point spec.applyRef at an applier of OCI digests, or take versions from a git source"
+	}
+	v.message = fmt.Sprintf("Stage %s takes %s from its source, and %s takes %s: %s", stage.Name, offers, described, takes, fix)
+	return true
 }

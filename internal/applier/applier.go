@@ -4,6 +4,7 @@
 package applier
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,6 +83,27 @@ type Applier interface {
 	// Drifted reports whether obj's own status says it runs something else than the verified
 	// digest (a release the engine installed on its own), and how.
 	Drifted(obj *unstructured.Unstructured, digest string) (string, bool)
+	// Takes is the kind of version the applier's field takes: OCI digests or Git commits
+	// (sha1:<SHA>), or either (spec.applyRef.set, whose templates choose).
+	Takes(obj *unstructured.Unstructured) VersionKind
+}
+
+// VersionKind is what kind of version an applier or a source deals in.
+type VersionKind string
+
+// Kinds of versions.
+const (
+	OCIDigests VersionKind = "OCI digests"
+	GitCommits VersionKind = "Git commits"
+	AnyVersion VersionKind = "any version"
+)
+
+// KindOf is the kind of a version's digest.
+func KindOf(digest string) VersionKind {
+	if strings.HasPrefix(digest, "sha1:") {
+		return GitCommits
+	}
+	return OCIDigests
 }
 
 // Defaults is embedded by every applier kind: the answers of a kind without the capability.
@@ -109,6 +131,9 @@ func (Defaults) PulledTag(tag string) string { return tag }
 // Drifted implements Applier: nothing on the object says so beyond Observe.
 func (Defaults) Drifted(*unstructured.Unstructured, string) (string, bool) { return "", false }
 
+// Takes implements Applier: the kind is written OCI digests.
+func (Defaults) Takes(*unstructured.Unstructured) VersionKind { return OCIDigests }
+
 // DigestAnnotation records, on an applier that is given a version's tag (a chart version), the
 // digest Stagecoach verified behind it: the object itself cannot say which digest it runs.
 const DigestAnnotation = "stagecoach.dev/digest"
@@ -132,6 +157,7 @@ type Options struct {
 var builders = map[string]func(Options) Applier{
 	"Application":   func(opts Options) Applier { return ArgoCDApplication{Source: opts.Source} },
 	"OCIRepository": func(opts Options) Applier { return FluxOCIRepository{Kustomization: opts.Through} },
+	"GitRepository": func(opts Options) Applier { return FluxGitRepository{Kustomization: opts.Through} },
 	"Kustomization": func(opts Options) Applier { return FluxKustomization{Image: opts.Image} },
 	"HelmRelease":   func(opts Options) Applier { return FluxHelmRelease{ValuesKey: opts.ValuesKey} },
 }

@@ -155,16 +155,21 @@ func (o FluxOCIRepository) Observe(obj *unstructured.Unstructured, digest string
 	return applier
 }
 
-// observeThrough judges the Kustomization that applies the artifact. Its generation does not
-// change with the artifact, so its Ready=False may be about an older artifact (say, the release
-// being rolled back from): a failure counts only once the Kustomization has tried this digest
-// (status.lastAttemptedRevision), or names it, or is Stalled. An artifact it cannot even fetch
-// is not recorded as tried, so that failure shows at the progress deadline.
+// observeThrough judges the Kustomization that applies the artifact (observeThroughKustomization).
 func (o FluxOCIRepository) observeThrough(digest string) Observation {
-	k := o.Kustomization
+	return observeThroughKustomization(o.Kustomization, digest)
+}
+
+// observeThroughKustomization judges the Kustomization k that applies a source's artifact. Its
+// generation does not change with the artifact, so its Ready=False may be about an older artifact
+// (say, the release being rolled back from): a failure counts only once the Kustomization has
+// tried this digest (status.lastAttemptedRevision), or names it, or is Stalled. An artifact it
+// cannot even fetch is not recorded as tried, so that failure shows at the progress deadline.
+func observeThroughKustomization(k *unstructured.Unstructured, digest string) Observation {
+	_, hex, _ := strings.Cut(digest, ":")
 	attempted, _, _ := unstructured.NestedString(k.Object, "status", "lastAttemptedRevision")
 	if st := readFluxState(k); st.current && st.ready == "False" && !st.stalled && !revisionNames(attempted, digest) &&
-		!strings.Contains(st.message, strings.TrimPrefix(digest, "sha256:")) {
+		(hex == "" || !strings.Contains(st.message, hex)) {
 		return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForAttempt, Message: fmt.Sprintf(
 			"%s has not tried %s yet; it last tried %q (%s: %s)", describeKind(k), digest, attempted, st.reason, st.message)}
 	}
@@ -174,6 +179,71 @@ func (o FluxOCIRepository) observeThrough(digest string) Observation {
 		unproven = fmt.Sprintf("%s applied %q, not %s yet", describeKind(k), applied, digest)
 	}
 	return observeFlux(k, digest, kustomizationFailures, unproven, "applied "+applied)
+}
+
+// FluxGitRepository applies Git commits by pinning spec.ref.commit (Flux then fetches the branch
+// at that commit); landed when the stored artifact is that commit and, when a Kustomization applies
+// the artifact (applyRef.kustomization), that Kustomization is Ready for its generation with the
+// commit as its lastAppliedRevision.
+type FluxGitRepository struct {
+	Defaults
+	Kustomization *unstructured.Unstructured
+}
+
+// gitRepositoryFailures are the Ready reasons with which source-controller gives up fetching.
+var gitRepositoryFailures = []string{"GitOperationFailed", "AuthenticationFailed", "StorageOperationFailed", "InvalidURL", "VerificationError"}
+
+// Validate implements Applier.
+func (FluxGitRepository) Validate(obj *unstructured.Unstructured) (*Problem, *Problem) {
+	return fluxSuspended(obj), nil
+}
+
+// Takes implements Applier.
+func (FluxGitRepository) Takes(*unstructured.Unstructured) VersionKind { return GitCommits }
+
+// Revision implements Applier: the pinned commit, as a version digest (sha1:<SHA>).
+func (FluxGitRepository) Revision(obj *unstructured.Unstructured) string {
+	commit, _, _ := unstructured.NestedString(obj.Object, "spec", "ref", "commit")
+	if commitPattern.MatchString(commit) && len(commit) == 40 {
+		return "sha1:" + commit
+	}
+	return ""
+}
+
+// SetRevision implements Applier. The commit wins over a branch, tag or semver in ref.
+func (FluxGitRepository) SetRevision(obj *unstructured.Unstructured, v Version, now time.Time) error {
+	commit, ok := strings.CutPrefix(v.Digest, "sha1:")
+	if !ok {
+		return fmt.Errorf("%s takes Git commits (sha1:<SHA>), not %s", describeKind(obj), v.Digest)
+	}
+	if err := unstructured.SetNestedField(obj.Object, commit, "spec", "ref", "commit"); err != nil {
+		return fmt.Errorf("failed to set spec.ref.commit of %s: %w", describeKind(obj), err)
+	}
+	nudge(obj, now)
+	return nil
+}
+
+// Observe implements Applier.
+func (o FluxGitRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	rev, _, _ := unstructured.NestedString(obj.Object, "status", "artifact", "revision")
+	unproven := ""
+	if !revisionNames(rev, digest) {
+		unproven = fmt.Sprintf("%s stores artifact %q, not %s yet", describeKind(obj), rev, digest)
+	}
+	source := observeFlux(obj, digest, gitRepositoryFailures, unproven, "artifact "+rev)
+	if o.Kustomization == nil || (source.Phase != Landed && source.Phase != Rechecking) {
+		return source
+	}
+	applier := observeThroughKustomization(o.Kustomization, digest)
+	switch {
+	case source.Phase == Rechecking && applier.Phase == Failed:
+		return applier
+	case source.Phase == Rechecking:
+		return source
+	case applier.Phase == Landed:
+		applier.Message = source.Message + "; " + applier.Message
+	}
+	return applier
 }
 
 // substitutionFailures are the Ready reasons with which kustomize-controller gives up on a

@@ -251,3 +251,66 @@ func TestFluxOCIRepositoryThroughKustomization(t *testing.T) {
 		})
 	}
 }
+
+// A Flux GitRepository takes Git commits in spec.ref.commit; the commit has landed when the
+// artifact is that commit (Flux writes <branch>@sha1:<SHA>), Ready at the generation, and, through
+// applyRef.kustomization, the Kustomization applied that revision.
+func TestFluxGitRepository(t *testing.T) {
+	c1, c2 := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	ready := func(status, reason string) string {
+		return `{type: Ready, status: "` + status + `", reason: ` + reason + `, message: "m", observedGeneration: 2}`
+	}
+	repoAt := func(revision, status, reason string) string {
+		return `{spec: {ref: {branch: main, commit: "` + c2 + `"}}, status: {observedGeneration: 2, artifact: {revision: "` + revision + `"}, conditions: [` + ready(status, reason) + `]}}`
+	}
+	for _, tc := range []struct {
+		name, repo, kustomization string
+		wantPhase                 Phase
+		wantMsg                   string
+	}{
+		{name: "the artifact is the commit", repo: repoAt("main@sha1:"+c2, "True", "Succeeded"), wantPhase: Landed, wantMsg: "artifact main@sha1:" + c2},
+		{name: "the artifact is still the old commit", repo: repoAt("main@sha1:"+c1, "True", "Succeeded"), wantPhase: Progressing,
+			wantMsg: `stores artifact "main@sha1:` + c1 + `", not sha1:` + c2},
+		{name: "the fetch failed", repo: repoAt("main@sha1:"+c1, "False", "GitOperationFailed"), wantPhase: Failed, wantMsg: "GitOperationFailed"},
+		{name: "the Kustomization applied it", repo: repoAt("main@sha1:"+c2, "True", "Succeeded"),
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "main@sha1:` + c2 + `", conditions: [` + ready("True", "ReconciliationSucceeded") + `]}}`,
+			wantPhase:     Landed, wantMsg: "applied main@sha1:" + c2},
+		{name: "the Kustomization still applies the old commit", repo: repoAt("main@sha1:"+c2, "True", "Succeeded"),
+			kustomization: `{status: {observedGeneration: 2, lastAppliedRevision: "main@sha1:` + c1 + `", conditions: [` + ready("True", "ReconciliationSucceeded") + `]}}`,
+			wantPhase:     Progressing, wantMsg: `applied "main@sha1:` + c1 + `", not sha1:` + c2},
+		{name: "the Kustomization failed the commit", repo: repoAt("main@sha1:"+c2, "True", "Succeeded"),
+			kustomization: `{status: {observedGeneration: 2, lastAttemptedRevision: "main@sha1:` + c2 + `", conditions: [` + ready("False", "BuildFailed") + `]}}`,
+			wantPhase:     Failed, wantMsg: "BuildFailed"},
+		{name: "the Kustomization's failure is an older commit's", repo: repoAt("main@sha1:"+c2, "True", "Succeeded"),
+			kustomization: `{status: {observedGeneration: 2, lastAttemptedRevision: "main@sha1:` + c1 + `", conditions: [` + ready("False", "BuildFailed") + `]}}`,
+			wantPhase:     Progressing, wantMsg: "has not tried sha1:" + c2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			a := FluxGitRepository{}
+			if tc.kustomization != "" {
+				a.Kustomization = fluxObj(t, "Kustomization", 2, tc.kustomization)
+			}
+			obs := a.Observe(fluxObj(t, "GitRepository", 2, tc.repo), "sha1:"+c2)
+			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
+		})
+	}
+
+	t.Run("writes and reads the commit", func(t *testing.T) {
+		g := NewWithT(t)
+		repo := fluxObj(t, "GitRepository", 1, `{spec: {ref: {branch: main}}}`)
+		a := FluxGitRepository{}
+		g.Expect(a.Revision(repo)).To(BeEmpty())
+		g.Expect(a.SetRevision(repo, Version{Digest: "sha1:" + c1, Tag: c1[:7]}, time.Now())).To(Succeed())
+		commit, _, _ := unstructured.NestedString(repo.Object, "spec", "ref", "commit")
+		branch, _, _ := unstructured.NestedString(repo.Object, "spec", "ref", "branch")
+		g.Expect(commit).To(Equal(c1))
+		g.Expect(branch).To(Equal("main"), "the branch stays: Flux fetches it at the commit")
+		g.Expect(a.Revision(repo)).To(Equal("sha1:" + c1))
+		g.Expect(repo.GetAnnotations()).To(HaveKey(requestedAtAnnotation))
+		g.Expect(a.SetRevision(repo, Version{Digest: d1}, time.Now())).To(MatchError(ContainSubstring("takes Git commits (sha1:<SHA>), not " + d1)))
+		g.Expect(a.Takes(repo)).To(Equal(GitCommits))
+		g.Expect(FluxOCIRepository{}.Takes(repo)).To(Equal(OCIDigests))
+	})
+}

@@ -143,6 +143,9 @@ func (g Generic) ApplyConfiguration(obj *unstructured.Unstructured, v Version) (
 	return out, nil
 }
 
+// Takes implements Applier: the set templates choose ({{ .Digest }}, {{ .Revision }}).
+func (Generic) Takes(*unstructured.Unstructured) VersionKind { return AnyVersion }
+
 // Observe reads completion from the status through spec.completion: the version has landed when
 // the object carries it (Revision) and the rules say it completed; a failed rule fails it.
 func (g Generic) Observe(obj *unstructured.Unstructured, digest string) Observation {

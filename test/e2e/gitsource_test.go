@@ -14,36 +14,11 @@ import (
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
-// gitRepositoryGrantYAML is what an operator grants Stagecoach's controller for a GitRepository
-// applier: read GitRepositories (its watch is cluster-wide), patch them in one namespace.
-const gitRepositoryGrantYAML = `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: stagecoach-read-gitrepositories}
-rules: [{apiGroups: [source.toolkit.fluxcd.io], resources: [gitrepositories], verbs: [get, list, watch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: stagecoach-read-gitrepositories}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: stagecoach-read-gitrepositories}
-subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: stagecoach-apply-gitrepositories, namespace: %[1]s}
-rules: [{apiGroups: [source.toolkit.fluxcd.io], resources: [gitrepositories], verbs: [patch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: stagecoach-apply-gitrepositories, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stagecoach-apply-gitrepositories}
-subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
-`
-
 // A config repository's commits are the releases (source.git): each new commit of main that
 // changes the dev overlay is promoted by writing its SHA into a Flux GitRepository's
-// spec.ref.commit; the real source-controller fetches that commit and the real kustomize-controller
-// applies it. A commit to another overlay is no release of dev.
+// spec.ref.commit (the built-in applier of commits); the real source-controller fetches that
+// commit, the real kustomize-controller applies it, and the version lands only once the
+// Kustomization reports it applied. A commit to another overlay is no release of dev.
 func TestGitCommitsPromotedToAFluxGitRepository(t *testing.T) {
 	sc := env.Scenario(t)
 	const repo = "config"
@@ -55,7 +30,6 @@ func TestGitCommitsPromotedToAFluxGitRepository(t *testing.T) {
 	url := sc.Git.URL(repo + "-" + sc.NS)
 	target := sc.TargetNamespace("dev")
 
-	sc.Apply(fmt.Sprintf(gitRepositoryGrantYAML, sc.NS))
 	sc.Apply(fmt.Sprintf(`
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
@@ -67,7 +41,7 @@ spec:
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
-metadata: {name: dev}
+metadata: {name: dev, labels: {stagecoach.dev/stage: dev}}
 spec:
   interval: 10m
   prune: true
@@ -76,16 +50,11 @@ spec:
   sourceRef: {kind: GitRepository, name: config}
 `, url, target))
 
-	ready := `status.conditions.#(type=="Ready").status`
 	sc.Stage("dev", "web", "dev",
-		stagecoachv1.ApplierReference{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: "GitRepository", Name: "config",
-			Set: []stagecoachv1.FieldSetting{{Path: "/spec/ref/commit", Value: "{{ .Revision }}"}}},
+		stagecoachv1.ApplierReference{Kind: "GitRepository", Name: "config", Kustomization: "dev"},
 		stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: url, Branch: "main", Paths: []string{"dev"}, Insecure: true,
 			Interval: &metav1.Duration{Duration: time.Hour}}},
 		func(s *stagecoachv1.Stage) {
-			s.Spec.Author = localstack.AdminAuthor()
-			s.Spec.Completion = &stagecoachv1.CompletionRules{ObservedCompletion: &stagecoachv1.ObservedCompletion{
-				Succeeded: &stagecoachv1.FieldMatch{Key: ready, Value: "True"}}}
 			s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
 		})
 
@@ -116,6 +85,7 @@ spec:
 	var list stagecoachv1.PromotionList
 	sc.G.Expect(sc.Client.List(sc.Ctx(), &list, client.InNamespace(sc.NS))).To(Succeed())
 	sc.G.Expect(list.Items).To(HaveLen(2), "only dev's two commits are promoted")
-	report("%-8s git commit → Flux GitRepository at the commit %s", "git", tl)
+	sc.G.Expect(sc.GetStage(sc.G, "dev").Status.History).NotTo(BeEmpty())
+	report("%-8s git commit → Flux GitRepository + Kustomization at the commit %s", "git", tl)
 	report("%-8s git commit pushed, fetched on request → Verified in %s", "git", tl2.Verified.Sub(committed).Round(10*time.Millisecond))
 }

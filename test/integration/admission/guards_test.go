@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestFluxGuard(t *testing.T) {
 	g := NewWithT(t)
 	grantEveryone(t, "flux-writer", rbacv1.PolicyRule{
 		APIGroups: []string{"source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"},
-		Resources: []string{"ocirepositories", "kustomizations", "helmreleases", "ocirepositories/status", "kustomizations/status", "helmreleases/status"},
+		Resources: []string{"ocirepositories", "gitrepositories", "kustomizations", "helmreleases", "ocirepositories/status", "kustomizations/status", "helmreleases/status"},
 		Verbs:     []string{"get", "list", "create", "update", "patch", "delete"}})
 	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "flux-guard.yaml"))
 
@@ -95,14 +96,19 @@ func TestFluxGuard(t *testing.T) {
 		return guarded("source.toolkit.fluxcd.io/v1", "OCIRepository", name, map[string]any{
 			"url": "oci://registry.example/manifests/payments", "interval": "5m", "ref": map[string]any{"digest": anyDigest}})
 	}
+	gitRepo := func(name string) *unstructured.Unstructured {
+		return guarded("source.toolkit.fluxcd.io/v1", "GitRepository", name, map[string]any{
+			"url": "https://git.example/org/config.git", "interval": "5m", "ref": map[string]any{"branch": "main", "commit": strings.Repeat("a", 40)}})
+	}
 	// One policy per kind, each enforced once the API server has read it and its binding: wait for
-	// all three, not only the first.
+	// all of them, not only the first.
 	probes := 0
 	for _, kind := range []struct {
 		name   string
 		object func(name string) *unstructured.Unstructured
 	}{
 		{"OCIRepository", oci},
+		{"GitRepository", gitRepo},
 		{"Kustomization", func(name string) *unstructured.Unstructured {
 			return guarded("kustomize.toolkit.fluxcd.io/v1", "Kustomization", name, map[string]any{
 				"interval": "5m", "prune": true, "sourceRef": map[string]any{"kind": "GitRepository", "name": "payments"}})
@@ -133,7 +139,8 @@ func TestFluxGuard(t *testing.T) {
 		"values": map[string]any{"image": map[string]any{"digest": anyDigest}},
 	})
 	pruned := oci("pruned")
-	for _, o := range []*unstructured.Unstructured{repo, ks, hr} {
+	config := gitRepo("payments-config")
+	for _, o := range []*unstructured.Unstructured{repo, ks, hr, config} {
 		g.Expect(stagecoach.Create(t.Context(), o.DeepCopy())).To(Succeed())
 	}
 	// Flux's kustomize-controller creates (from Git) and prunes labelled objects.
@@ -145,6 +152,11 @@ func TestFluxGuard(t *testing.T) {
 			wantErr: "spec.ref of Stagecoach-managed OCIRepository payments-oci decide what runs and may only be changed by Stagecoach (user alice)"},
 		{name: "a user points an OCIRepository elsewhere", who: alice, obj: repo, mutate: set("oci://evil.example/x", "spec", "url"),
 			wantErr: "spec.url of Stagecoach-managed OCIRepository payments-oci"},
+		{name: "a user moves a GitRepository to another commit", who: alice, obj: config, mutate: set(strings.Repeat("b", 40), "spec", "ref", "commit"),
+			wantErr: "spec.ref of Stagecoach-managed GitRepository payments-config decide what runs and may only be changed by Stagecoach (user alice)"},
+		{name: "a user narrows what a GitRepository packages", who: alice, obj: config, mutate: set("/*\n!/overlays/prod", "spec", "ignore"),
+			wantErr: "spec.ignore of Stagecoach-managed GitRepository payments-config"},
+		{name: "Stagecoach promotes a commit", who: stagecoach, obj: config, mutate: set(strings.Repeat("c", 40), "spec", "ref", "commit")},
 		{name: "a user changes a Kustomization's substitution", who: alice, obj: ks,
 			mutate:  set(map[string]any{"STAGECOACH_DIGEST": otherDigest}, "spec", "postBuild", "substitute"),
 			wantErr: "spec.postBuild of Stagecoach-managed Kustomization payments-ks"},

@@ -262,3 +262,94 @@ func TestOCIRepositoryThroughKustomization(t *testing.T) {
 	eventuallyPhase(t, ns, "v6-rollback", stagecoachv1.PhaseSucceeded)
 	eventuallyPhase(t, ns, "v6", stagecoachv1.PhaseRolledBack)
 }
+
+// commit is the SHA of test commit n.
+func commit(n int) string { return fmt.Sprintf("%040x", n) }
+
+// A GitRepository is promoted to a Git commit (spec.ref.commit, its branch kept); landed needs the
+// artifact at that commit (as source-controller writes it, <branch>@sha1:<SHA>) and, through
+// applyRef.kustomization, the Kustomization Ready with that revision applied.
+func TestGitRepositoryPromotesACommit(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	o := createFlux(t, "source.toolkit.fluxcd.io/v1", "GitRepository", ns, "dev",
+		map[string]any{"interval": "1m", "url": "https://git.example/org/config.git", "ref": map[string]any{"branch": "main"}})
+	spec := kustomizationSpec()
+	spec["sourceRef"] = map[string]any{"kind": "GitRepository", "name": "dev"}
+	k := createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, "dev-apply", spec)
+	u := k.get()
+	u.SetLabels(map[string]string{stagecoachv1.StageLabel: "dev"})
+	g.Expect(env.Client.Update(t.Context(), u)).To(Succeed())
+	newStage(t, ns, "dev", "GitRepository", func(s *stagecoachv1.Stage) {
+		s.Spec.ApplyRef.Kustomization = "dev-apply"
+		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main",
+			Interval: &metav1.Duration{Duration: time.Hour}}}
+	})
+	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
+
+	g.Expect(env.Client.Create(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "dev", Version: &stagecoachv1.VersionReference{Digest: "sha1:" + commit(2), Tag: commit(2)[:7]}}})).To(Succeed())
+	o.waitFor(func(u *unstructured.Unstructured) bool {
+		c, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "commit")
+		b, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "branch")
+		return c == commit(2) && b == "main"
+	})
+	artifact := func(n int) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"revision": "main@sha1:" + commit(n), "digest": digest(n),
+				"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
+		}
+	}
+	o.succeeded("Succeeded", artifact(1))
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring(`stores artifact "main@sha1:` + commit(1) + `"`))
+	}, timeout, interval).Should(Succeed())
+	o.succeeded("Succeeded", artifact(2))
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring("not sha1:" + commit(2) + " yet"))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(promotion(g, t, ns, "c2").Status.LandedAt).To(BeNil())
+	k.succeeded("ReconciliationSucceeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "main@sha1:"+commit(2), "status", "lastAppliedRevision")
+	})
+	p := eventuallyPhase(t, ns, "c2", stagecoachv1.PhaseSucceeded)
+	g.Expect(p.Status.Message).To(ContainSubstring("applied main@sha1:" + commit(2)))
+
+	// An OCI digest is no version of a GitRepository: the write is refused, nothing changes.
+	promote(t, ns, "oci", "dev", 3)
+	g.Eventually(func(g Gomega) {
+		p := promotion(g, t, ns, "oci")
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseFailed), p.Status.Message)
+		g.Expect(p.Status.Message).To(ContainSubstring("not applied: GitRepository 'dev' takes Git commits, and " + digest(3) + " is not one"))
+	}, timeout, interval).Should(Succeed())
+	c, _, _ := unstructured.NestedString(o.get().Object, "spec", "ref", "commit")
+	g.Expect(c).To(Equal(commit(2)))
+}
+
+// A Stage whose source offers another kind of version than its applier takes is never Ready:
+// a GitRepository for a registry's digests, an OCIRepository for a Git source's commits.
+func TestVersionKindMismatchIsNotReady(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind string
+		source     stagecoachv1.StageSource
+		wantMsg    string
+	}{
+		{name: "a GitRepository for OCI digests", kind: "GitRepository",
+			source:  stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: "registry.example/deploy/payments"}},
+			wantMsg: "takes OCI digests from its source, and GitRepository"},
+		{name: "an OCIRepository for Git commits", kind: "OCIRepository",
+			source:  stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main"}},
+			wantMsg: "takes Git commits from its source, and OCIRepository"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			spec := map[string]any{"interval": "1m", "url": "oci://registry.example/deploy/payments", "ref": map[string]any{"tag": "latest"}}
+			if tc.kind == "GitRepository" {
+				spec = map[string]any{"interval": "1m", "url": "https://git.example/org/config.git", "ref": map[string]any{"branch": "main"}}
+			}
+			createFlux(t, "source.toolkit.fluxcd.io/v1", tc.kind, ns, "dev", spec)
+			newStage(t, ns, "dev", tc.kind, func(s *stagecoachv1.Stage) { s.Spec.Source = tc.source })
+			eventuallyReady(t, ns, "dev", metav1.ConditionFalse, stagecoachv1.ReasonVersionKindMismatch, tc.wantMsg)
+		})
+	}
+}
