@@ -22,6 +22,9 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 	ref := stage.Spec.ApplyRef
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
 	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through}
+	if kind, known := r.versionKindOf(ctx, stage); known && kind == applier.GitCommits {
+		opts.Commits = true
+	}
 	switch app := applier.For(v.gvk.GroupKind(), opts); {
 	case app != nil && r.versionKindMismatch(ctx, stage, app.Takes(v.obj), described, v):
 		return nil

@@ -149,13 +149,16 @@ type Options struct {
 	// Through is the object that applies what this applier fetches (the Kustomization of an
 	// OCIRepository), as read now; nil when there is none.
 	Through *unstructured.Unstructured
+	// Commits: the Stage takes Git commits (a git source), so an Argo CD Application's plain Git
+	// source is written the commit.
+	Commits bool
 }
 
 // builders make the appliers of the built-in kinds (stagecoachv1.BuiltinAppliers) that are one
 // object. The ApplicationSet has none: it is a fleet, whose Applications are promoted wave by wave
 // (controller/controller/stage/fleet.go).
 var builders = map[string]func(Options) Applier{
-	"Application":   func(opts Options) Applier { return ArgoCDApplication{Source: opts.Source} },
+	"Application":   func(opts Options) Applier { return ArgoCDApplication{Source: opts.Source, Commits: opts.Commits} },
 	"OCIRepository": func(opts Options) Applier { return FluxOCIRepository{Kustomization: opts.Through} },
 	"GitRepository": func(opts Options) Applier { return FluxGitRepository{Kustomization: opts.Through} },
 	"Kustomization": func(opts Options) Applier { return FluxKustomization{Image: opts.Image} },

@@ -23,13 +23,37 @@ const (
 const RefreshAnnotation = "argocd.argoproj.io/refresh"
 
 // ArgoCDApplication applies versions through an Argo CD Application: an OCI source's
-// targetRevision, or the Stagecoach plugin's environment for a Git source. It never syncs: the
+// targetRevision, the Stagecoach plugin's environment for a Git source, or, for a Stage of Git
+// commits, a plain Git source's targetRevision (the commit's SHA). It never syncs: the
 // Application must sync automatically.
 type ArgoCDApplication struct {
 	Defaults
 	// Source names the promoted source of a multi-source Application (applyRef.source): its
 	// sources[].name or repoURL (argocd_sources.go).
 	Source string
+	// Commits: the Stage takes Git commits, written to a plain Git source.
+	Commits bool
+}
+
+// writesCommit: the promoted source is a plain Git source of a Stage of commits.
+func (a ArgoCDApplication) writesCommit(p promoted) bool { return a.Commits && p.git() }
+
+// Takes implements Applier: a plain Git source of a Stage of commits takes Git commits; every
+// other source (OCI, the plugin's image digest, a chart) OCI digests.
+func (a ArgoCDApplication) Takes(obj *unstructured.Unstructured) VersionKind {
+	if p, ok := a.promotedSource(obj); ok && a.writesCommit(p) {
+		return GitCommits
+	}
+	return OCIDigests
+}
+
+// syncedRevision is what Argo CD reports for the version: the commit's SHA for a plain Git source,
+// the digest otherwise.
+func syncedRevision(digest string) string {
+	if sha, ok := strings.CutPrefix(digest, "sha1:"); ok {
+		return sha
+	}
+	return digest
 }
 
 var _ Applier = ArgoCDApplication{}
@@ -50,7 +74,7 @@ func (a ArgoCDApplication) Validate(obj *unstructured.Unstructured) (*Problem, *
 	pluginName, _, _ := unstructured.NestedString(source, "plugin", "name")
 	_, pluginSet, _ := unstructured.NestedMap(source, "plugin")
 	usesOurPlugin := pluginSet && isOurPlugin(pluginName)
-	if !strings.HasPrefix(repoURL, "oci://") && !usesOurPlugin && p.chart() == "" {
+	if !strings.HasPrefix(repoURL, "oci://") && !usesOurPlugin && p.chart() == "" && !a.writesCommit(p) {
 		return &Problem{Reason: stagecoachv1.ReasonApplierNotOCI, Message: fmt.Sprintf(
 			"%s has source %q, which is not OCI and does not use the %s plugin: use an oci:// repoURL, a Helm chart (chart), or set %s.plugin.name: %s",
 			name, repoURL, PluginName, p.path(), PluginName)}, nil
@@ -139,6 +163,12 @@ func (a ArgoCDApplication) Revision(obj *unstructured.Unstructured) string {
 		return obj.GetAnnotations()[DigestAnnotation]
 	}
 	rev, _, _ := unstructured.NestedString(p.source, "targetRevision")
+	if a.writesCommit(p) {
+		if commitPattern.MatchString(rev) && len(rev) == 40 {
+			return "sha1:" + rev
+		}
+		return "" // a branch or HEAD: no commit pinned
+	}
 	return rev
 }
 
@@ -167,6 +197,12 @@ func (a ArgoCDApplication) SetRevision(obj *unstructured.Unstructured, v Version
 		}
 		p.source["targetRevision"] = chartVersion(v.Tag)
 		annotations[DigestAnnotation] = v.Digest
+	case a.writesCommit(p):
+		sha, ok := strings.CutPrefix(v.Digest, "sha1:")
+		if !ok {
+			return fmt.Errorf("%s takes Git commits at %s (sha1:<SHA>), not %s", describe(obj), p.path(), v.Digest)
+		}
+		p.source["targetRevision"] = sha
 	default:
 		p.source["targetRevision"] = v.Digest
 	}
@@ -211,6 +247,9 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 	// A chart is synced at its version; the digest behind it is the one Stagecoach wrote beside it
 	// (and checks again at landing: see Applier.PinsTag).
 	revision := digest
+	if a.writesCommit(p) {
+		revision = syncedRevision(digest) // Argo CD reports the commit's SHA
+	}
 	if p.chart() != "" {
 		revision, _ = p.source["targetRevision"].(string)
 		if recorded := a.Revision(obj); recorded != digest {
@@ -294,6 +333,9 @@ func (a ArgoCDApplication) AlreadyLive(obj *unstructured.Unstructured, digest st
 		return "", false
 	}
 	revision := digest
+	if a.writesCommit(p) {
+		revision = syncedRevision(digest)
+	}
 	if p.chart() != "" {
 		if a.Revision(obj) != digest {
 			return "", false

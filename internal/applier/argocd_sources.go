@@ -50,6 +50,13 @@ func (p promoted) chart() string {
 	return chart
 }
 
+// git is a plain Git source: no plugin, no chart, not OCI (Argo CD renders the commit its
+// targetRevision names).
+func (p promoted) git() bool {
+	repoURL, _ := p.source["repoURL"].(string)
+	return !p.plugin() && p.chart() == "" && !strings.HasPrefix(repoURL, "oci://")
+}
+
 func (p promoted) plugin() bool {
 	_, ok := p.source["plugin"].(map[string]any)
 	return ok

@@ -281,3 +281,74 @@ func TestArgoCDAlreadyLive(t *testing.T) {
 		})
 	}
 }
+
+// For a Stage of Git commits, an Application's plain Git source is the applier: its
+// targetRevision is written the commit's SHA, and the commit has landed when the sync operation
+// Succeeded at that SHA, the comparison is Synced at it, health is Healthy and the status fresh.
+// For a Stage of OCI digests the same source stays refused (ApplierNotOCI).
+func TestArgoCDApplicationGitCommits(t *testing.T) {
+	c1, c2 := "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	gitSpec := `spec: {source: {repoURL: "https://git.example/org/config.git", path: overlays/staging, targetRevision: "` + c2 + `"}, syncPolicy: {automated: {}}}
+`
+	multiSpec := `spec: {sources: [{name: chart, repoURL: oci://r/chart, targetRevision: "` + d1 + `"}, {name: config, repoURL: "https://git.example/org/config.git", targetRevision: "` + c2 + `"}], syncPolicy: {automated: {}}}
+`
+	status := func(applied, compared, health, reconciled string) string {
+		return `{operationState: {phase: Succeeded, finishedAt: "2026-01-01T00:00:10Z", syncResult: {revision: "` + applied + `"}},
+			sync: {status: Synced, revision: "` + compared + `"}, health: {status: ` + health + `}, reconciledAt: "` + reconciled + `"}`
+	}
+	multiStatus := `{operationState: {phase: Succeeded, finishedAt: "2026-01-01T00:00:10Z", syncResult: {revisions: ["` + d1 + `", "` + c2 + `"]}},
+		sync: {status: Synced, revisions: ["` + d1 + `", "` + c2 + `"]}, health: {status: Healthy}, reconciledAt: "2026-01-01T00:00:10Z"}`
+	for _, tc := range []struct {
+		name      string
+		applier   ArgoCDApplication
+		spec      string
+		status    string
+		wantPhase Phase
+		wantMsg   string
+	}{
+		{name: "synced and healthy at the commit", applier: ArgoCDApplication{Commits: true}, spec: gitSpec,
+			status: status(c2, c2, "Healthy", "2026-01-01T00:00:10Z"), wantPhase: Landed, wantMsg: "operation Succeeded at sha1:" + c2},
+		{name: "the last sync was another commit", applier: ArgoCDApplication{Commits: true}, spec: gitSpec,
+			status: status(c1, c2, "Healthy", "2026-01-01T00:00:10Z"), wantPhase: Progressing, wantMsg: `last operation Succeeded at "` + c1 + `"`},
+		{name: "synced but not healthy", applier: ArgoCDApplication{Commits: true}, spec: gitSpec,
+			status: status(c2, c2, "Progressing", "2026-01-01T00:00:10Z"), wantPhase: Progressing, wantMsg: "health is Progressing"},
+		{name: "health from before the sync", applier: ArgoCDApplication{Commits: true}, spec: gitSpec,
+			status: status(c2, c2, "Healthy", "2026-01-01T00:00:05Z"), wantPhase: Progressing, wantMsg: "before the sync finished"},
+		{name: "one source of a multi-source Application", applier: ArgoCDApplication{Commits: true, Source: "config"}, spec: multiSpec,
+			status: multiStatus, wantPhase: Landed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj := appWithStatus(t, tc.spec, tc.status)
+			blocking, _ := tc.applier.Validate(obj)
+			g.Expect(blocking).To(BeNil())
+			obs := tc.applier.Observe(obj, "sha1:"+c2)
+			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
+		})
+	}
+
+	t.Run("writes and reads the commit", func(t *testing.T) {
+		g := NewWithT(t)
+		a := ArgoCDApplication{Commits: true}
+		obj := app(t, `spec: {source: {repoURL: "https://git.example/org/config.git", path: overlays/staging, targetRevision: main}, syncPolicy: {automated: {}}}`)
+		g.Expect(a.Revision(obj)).To(BeEmpty(), "a branch pins no commit")
+		g.Expect(a.Takes(obj)).To(Equal(GitCommits))
+		g.Expect(a.SetRevision(obj, Version{Digest: "sha1:" + c1, Tag: c1[:7]}, time.Now())).To(Succeed())
+		rev, _, _ := unstructured.NestedString(obj.Object, "spec", "source", "targetRevision")
+		g.Expect(rev).To(Equal(c1))
+		g.Expect(a.Revision(obj)).To(Equal("sha1:" + c1))
+		g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue(RefreshAnnotation, "normal"))
+		g.Expect(a.SetRevision(obj, Version{Digest: d1}, time.Now())).To(MatchError(ContainSubstring("takes Git commits at spec.source (sha1:<SHA>), not " + d1)))
+	})
+
+	t.Run("a Stage of OCI digests refuses a plain Git source", func(t *testing.T) {
+		g := NewWithT(t)
+		obj := app(t, gitSpec)
+		blocking, _ := ArgoCDApplication{}.Validate(obj)
+		g.Expect(blocking).NotTo(BeNil())
+		g.Expect(blocking.Reason).To(Equal("ApplierNotOCI"))
+		g.Expect(ArgoCDApplication{}.Takes(obj)).To(Equal(OCIDigests))
+		g.Expect(ArgoCDApplication{Commits: true}.Takes(app(t, ociSpec))).To(Equal(OCIDigests))
+	})
+}

@@ -132,6 +132,10 @@ func TestApplicationCreateGuard(t *testing.T) {
 	stageForCreate(t, "cr-multi", "app", running("v1.0.0"))
 	stageForCreate(t, "cr-multi-unnamed", "elsewhere", running("v1.0.0"))
 	stageForCreate(t, "cr-fresh", "", nil)
+	// A Stage of Git commits, running commitCurrent.
+	const commitCurrent, commitOther = "1111111111111111111111111111111111111111", "9999999999999999999999999999999999999999"
+	stageForCreate(t, "cr-git", "", &stagecoachv1.StageStatus{
+		Current: &stagecoachv1.CurrentVersion{Version: commitCurrent[:7], Digest: "sha1:" + commitCurrent}, LastAppliedDigest: "sha1:" + commitCurrent})
 	stageForCreate(t, "cr-adopted-empty", "", &stagecoachv1.StageStatus{Adopted: &stagecoachv1.AdoptedRevision{At: now}})
 	// Last: once the API server judges with this one's status, it has the others' too.
 	stageForCreate(t, "cr-oci", "", &stagecoachv1.StageStatus{
@@ -196,6 +200,16 @@ func TestApplicationCreateGuard(t *testing.T) {
 	ociRefused := "Stage cr-oci last had gate-judged " + current + " and " + landing + " (version v1.0.0)"
 
 	runCreateCases(t, []createCase{
+		// A Stage of Git commits: a plain Git source pinned to the commit it runs passes, another
+		// commit or a branch does not.
+		{name: "the parent creates a Git child at the commit its Stage runs", write: create(parent, labelledApp("cr-git-1", "cr-git",
+			map[string]any{"repoURL": "https://git.example/config.git", "path": "staging", "targetRevision": commitCurrent}))},
+		{name: "the parent creates a Git child at another commit", write: create(parent, labelledApp("cr-git-2", "cr-git",
+			map[string]any{"repoURL": "https://git.example/config.git", "path": "staging", "targetRevision": commitOther})),
+			wantErr: "may not be created with source https://git.example/config.git at " + commitOther},
+		{name: "the parent creates a Git child following a branch", write: create(parent, labelledApp("cr-git-3", "cr-git",
+			map[string]any{"repoURL": "https://git.example/config.git", "path": "staging", "targetRevision": "main"})),
+			wantErr: "may not be created with source https://git.example/config.git at main"},
 		// OCI source, app-of-apps.
 		{name: "the parent creates a child again at a digest its Stage never had", write: create(parent, labelledApp("cr-oci-1", "cr-oci", ociSource(other))),
 			wantErr: "Stagecoach-managed Application cr-oci-1 may not be created with targetRevision " + other + " (user " + argoCDSA + "): " + ociRefused +

@@ -208,3 +208,67 @@ func TestGitSourceBadInput(t *testing.T) {
 		})
 	}
 }
+
+// gitApplicationSpec is an automated Argo CD Application rendering a plain Git source (no plugin)
+// at a branch.
+func gitApplicationSpec(ns, url string) map[string]any {
+	return map[string]any{
+		"project":     "default",
+		"source":      map[string]any{"repoURL": url, "path": "overlays/staging", "targetRevision": "main"},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns},
+		"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true}},
+	}
+}
+
+// An Argo CD Application on a plain Git source is the applier of a Stage of Git commits: its
+// targetRevision is written the commit's SHA, the commit lands when Argo CD synced that SHA and
+// reports it Healthy, and a failing sync rolls back to the previous commit. The same Application
+// under a Stage of OCI digests is refused (ApplierNotOCI).
+func TestArgoCDGitSourceTakesCommits(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	c1 := srv.Commit("staging: first", map[string]string{"overlays/staging/kustomization.yaml": "v: 1"}, nil)
+	app := newApplication(t, ns, "staging", gitApplicationSpec(ns, srv.URL))
+	newStage(t, ns, "staging", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: srv.URL, Branch: "main", Insecure: true,
+			Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	eventuallyCondition(t, ns, "staging", stagecoachv1.ConditionReady, metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
+
+	first := onlyPromotion(t, ns, "staging")
+	g.Expect(first.Spec.Version.Digest).To(Equal("sha1:" + c1))
+	app.deploy(c1, false, "Succeeded", "Healthy")
+	done := eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+	g.Expect(done.Status.Message).To(ContainSubstring("operation Succeeded at sha1:" + c1))
+
+	// The next commit's sync fails: the Stage goes back to c1.
+	c2 := srv.Commit("staging: broken", map[string]string{"overlays/staging/kustomization.yaml": "v: 2"}, nil)
+	askToLook(t, ns, "staging")
+	var second stagecoachv1.Promotion
+	g.Eventually(func(g Gomega) {
+		for _, p := range promotionsOf(g, t, ns, "staging") {
+			if p.Spec.Version != nil && p.Spec.Version.Digest == "sha1:"+c2 {
+				second = p
+			}
+		}
+		g.Expect(second.Name).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	app.deploy(c2, false, "Failed", "")
+	app.waitForRevision(c1, false)
+	app.deploy(c1, false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, second.Name, stagecoachv1.PhaseRolledBack)
+	g.Expect(app.desiredRevision(app.get())).To(Equal(c1))
+}
+
+// The same Application under a Stage of OCI digests stays refused: its plain Git source takes no
+// digest.
+func TestArgoCDGitSourceUnderAnOCIStage(t *testing.T) {
+	ns := newNamespace(t)
+	newApplication(t, ns, "staging", gitApplicationSpec(ns, "https://git.example/org/config.git"))
+	newStage(t, ns, "staging", nil)
+	startController(t, nil)
+	eventuallyCondition(t, ns, "staging", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonApplierNotOCI, "which is not OCI")
+}
