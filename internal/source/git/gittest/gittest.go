@@ -33,7 +33,7 @@ type Server struct {
 	// Username and Password, when set, are required of every request.
 	Username, Password string
 
-	t    *testing.T
+	t    testing.TB
 	repo *gogit.Repository
 	wt   *gogit.Worktree
 	work string
@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // NewServer starts a server until the test ends.
-func NewServer(t *testing.T, opts Options) *Server {
+func NewServer(t testing.TB, opts Options) *Server {
 	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
@@ -91,7 +91,7 @@ type Signer struct {
 }
 
 // NewPGPSigner makes an OpenPGP key.
-func NewPGPSigner(t *testing.T, name string) Signer {
+func NewPGPSigner(t testing.TB, name string) Signer {
 	t.Helper()
 	e, err := openpgp.NewEntity(name, "", name+"@example.dev", nil)
 	must(t, err)
@@ -104,7 +104,7 @@ func NewPGPSigner(t *testing.T, name string) Signer {
 }
 
 // NewSSHSigner makes an ed25519 SSH key.
-func NewSSHSigner(t *testing.T) Signer {
+func NewSSHSigner(t testing.TB) Signer {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	must(t, err)
@@ -172,7 +172,7 @@ func (s *Server) Branch(name string) {
 	must(s.t, s.repo.CreateBranch(&config.Branch{Name: name, Merge: plumbing.NewBranchReferenceName(name)}))
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
