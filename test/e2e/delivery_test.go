@@ -6,7 +6,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +16,7 @@ import (
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/source/git/gittest"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
 )
 
 // A config repository's whole delivery on the real engines (issue 39): "fetch configuration from
@@ -158,4 +161,31 @@ spec:
 			HaveField("Reason", stagecoachv1.ReasonSignatureMissing), HaveField("Message", ContainSubstring("is not signed")))))
 		g.Expect(s.Status.Current.Digest).To(Equal("sha1:" + c2))
 	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+}
+
+// The demo's config delivery (pipeline.SetupConfig, make demo): a commit to main that changes app/
+// reaches dev (Flux) and staging (Argo CD, verified by its integration Job) at that commit.
+func TestDemoConfigDelivery(t *testing.T) {
+	sc := env.Scenario(t)
+	d, err := pipeline.SetupConfig(sc.Ctx(), env, sc.NS, "settings")
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	sc.RunPods()
+	commit, err := d.Commit(sc.Ctx(), "settings: release one", "one")
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	for _, e := range []string{pipeline.Dev, pipeline.Staging} {
+		sc.G.Eventually(func(g Gomega) {
+			s, err := d.Stage(sc.Ctx(), e)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Status.Current).NotTo(BeNil())
+			g.Expect(s.Status.Current.Digest).To(Equal(commit))
+			g.Expect(meta.IsStatusConditionTrue(s.Status.Conditions, stagecoachv1.ConditionVerified)).To(BeTrue())
+			v, err := d.Version(sc.Ctx(), e)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(v).To(Equal("one"))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	}
+	var jobs batchv1.JobList
+	sc.G.Expect(sc.Client.List(sc.Ctx(), &jobs, client.InNamespace(sc.NS), client.MatchingLabels{stagecoachv1.RunCheckLabel: "integration"})).To(Succeed())
+	sc.G.Expect(jobs.Items).To(HaveLen(1))
+	sc.G.Expect(jobs.Items[0].Spec.Template.Spec.Containers[0].Args).To(ContainElement("--commit=" + commit[len("sha1:"):]))
 }

@@ -14,11 +14,8 @@ import (
 // its containers; without it they exit 0.
 const ExitCodeAnnotation = "localstack.stagecoach.dev/exit-code"
 
-// RunPods stands in for a node's kubelet in the scenario's namespace until the test ends: the stack
-// runs no node, so each Pod that has not ended is ended at once, its containers terminated with the
-// exit code of ExitCodeAnnotation, and its status written as a kubelet writes it (phase Succeeded
-// or Failed, start time, each container's terminated state). What the Pods' owners do with that
-// (the Job controller counting them, finishing the Job) is Kubernetes' own code.
+// RunPods stands in for a node's kubelet in the scenario's namespace until the test ends (see
+// Stack.RunPods).
 func (sc *Scenario) RunPods() {
 	sc.T.Helper()
 	ctx, cancel := context.WithCancel(sc.Ctx())
@@ -26,21 +23,31 @@ func (sc *Scenario) RunPods() {
 	sc.T.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			var pods corev1.PodList
-			if err := sc.Client.List(ctx, &pods, client.InNamespace(sc.NS)); err == nil {
-				for i := range pods.Items {
-					if err := endPod(ctx, sc.Client, &pods.Items[i]); err != nil && ctx.Err() == nil {
-						sc.T.Logf("stand-in kubelet: pod %s: %v", pods.Items[i].Name, err)
-					}
+		sc.Stack.RunPods(ctx, sc.NS, sc.T.Logf)
+	}()
+}
+
+// RunPods stands in for a node's kubelet in namespace until ctx ends: the stack runs no node, so
+// each Pod that has not ended is ended at once, its containers terminated with the exit code of
+// ExitCodeAnnotation, and its status written as a kubelet writes it (phase Succeeded or Failed,
+// start time, each container's terminated state). What the Pods' owners do with that (the Job
+// controller counting them, finishing the Job) is Kubernetes' own code. logf reports Pods it
+// cannot end.
+func (s *Stack) RunPods(ctx context.Context, namespace string, logf func(format string, args ...any)) {
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := s.Client.List(ctx, &pods, client.InNamespace(namespace)); err == nil {
+			for i := range pods.Items {
+				if err := endPod(ctx, s.Client, &pods.Items[i]); err != nil && ctx.Err() == nil {
+					logf("stand-in kubelet: pod %s/%s: %v", namespace, pods.Items[i].Name, err)
 				}
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
 		}
-	}()
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // endPod writes the status of a Pod whose containers have run and exited.

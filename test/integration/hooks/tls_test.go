@@ -91,10 +91,14 @@ func TestHooksTLSAndAMissingSecret(t *testing.T) {
 
 	t.Run("hooks answer over TLS", func(t *testing.T) {
 		g := NewWithT(t)
+		// The server answers 503 until the manager's caches have synced: wait for the 202.
 		var resp *http.Response
-		g.Eventually(func() (err error) { resp, err = post(tlsClient, "https", "/hooks/argocd", argoBody, argo); return err },
-			20*time.Second, 50*time.Millisecond).Should(Succeed())
-		g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
+		g.Eventually(func(g Gomega) {
+			var err error
+			resp, err = post(tlsClient, "https", "/hooks/argocd", argoBody, argo)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
+		}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
 		g.Expect(resp.TLS).NotTo(BeNil())
 	})
 	t.Run("plain HTTP is not served", func(t *testing.T) {

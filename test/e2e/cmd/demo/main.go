@@ -87,7 +87,17 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		"            image >=1.0.0 from the registry once one person approves\n" +
 		"pipeline for service ledger:\n" +
 		"    dev     Flux OCIRepository; takes the newest release signed keyless by its release workflow (a CI identity,\n" +
-		"            certified by a Sigstore running in this process), trusting no key file")
+		"            certified by a Sigstore running in this process), trusting no key file\n" +
+		"delivery of the config repository of service settings (its commits are the releases):\n" +
+		"    dev     Flux GitRepository + Kustomization; takes each commit of main that changes app/\n" +
+		"    staging Argo CD Application on the Git source; follows dev, verified once a Job of the commit's\n" +
+		"            integration tests completes (kube-controller-manager's Job controller; no node runs, a stand-in\n" +
+		"            kubelet ends its Pod)")
+	config, err := pipeline.SetupConfig(ctx, s, "demo", "settings")
+	if err != nil {
+		return err
+	}
+	go s.RunPods(ctx, "demo", func(format string, args ...any) { say(format, args...) })
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -138,6 +148,18 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		return err
 	}
 	say("dev skips it (status.candidate.skipped): %s: %s", skipped.Reason, skipped.Message)
+
+	say("committing release one of the settings config repository to main")
+	commit, err := config.Commit(ctx, "settings: release one", "one")
+	if err != nil {
+		return err
+	}
+	for _, env := range []string{pipeline.Dev, pipeline.Staging} {
+		if err := waitVerified(ctx, config, env, commit); err != nil {
+			return err
+		}
+	}
+	say("settings %s runs in dev (Flux) and staging (Argo CD), where its integration Job passed (kubectl get jobs -n demo)", commit)
 	var tab string
 	if argocdUI {
 		if tab, err = startArgoCDUI(ctx, s, p); err != nil {
@@ -204,8 +226,13 @@ func approveWhenAsked(ctx context.Context, p *pipeline.Pipeline, lane, what, dig
 	return waitVerified(ctx, p, lane, digest)
 }
 
+// stages reads a delivery's Stage by environment (a Pipeline, a ConfigDelivery).
+type stages interface {
+	Stage(ctx context.Context, env string) (*stagecoachv1.Stage, error)
+}
+
 // waitVerified waits until env's Stage runs digest, Verified.
-func waitVerified(ctx context.Context, p *pipeline.Pipeline, env, digest string) error {
+func waitVerified(ctx context.Context, p stages, env, digest string) error {
 	return poll(ctx, fmt.Sprintf("%s to verify %s", env, digest), func() (bool, error) {
 		st, err := p.Stage(ctx, env)
 		if err != nil {
