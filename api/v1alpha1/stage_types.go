@@ -345,15 +345,24 @@ type RegistrySource struct {
 // repository is fetched when the interval has passed; one clone per repository and credentials is
 // kept and fetched incrementally.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.branch) != has(self.semver)",message="git must set exactly one of branch (each new commit) or semver (tags that meet a constraint)"
-// +kubebuilder:validation:XValidation:rule="!has(self.paths) || has(self.branch)",message="git.paths selects the commits of a branch: set branch"
-// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('http://') || self.insecure",message="git.url uses plain http: use https, or set insecure: true for a server you trust on your network"
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.sourceRef)",message="git must set exactly one of url (a repository) or sourceRef (a Flux GitRepository whose artifact it follows)"
+// +kubebuilder:validation:XValidation:rule="has(self.sourceRef) ? !has(self.branch) && !has(self.semver) && !has(self.secretRef) : has(self.branch) != has(self.semver)",message="git must set exactly one of branch (each new commit) or semver (tags that meet a constraint); with sourceRef, the GitRepository's ref and secretRef are used, so set neither"
+// +kubebuilder:validation:XValidation:rule="!has(self.paths) || has(self.branch) || has(self.sourceRef)",message="git.paths selects the commits of a branch: set branch"
+// +kubebuilder:validation:XValidation:rule="!has(self.url) || !self.url.startsWith('http://') || self.insecure",message="git.url uses plain http: use https, or set insecure: true for a server you trust on your network"
 type GitSource struct {
-	// URL of the repository: https://, ssh:// or (with insecure) http://.
+	// URL of the repository: https://, ssh:// or (with insecure) http://. Exactly one of url
+	// or sourceRef.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^/]+/.+')",message="git.url must be an https://, ssh:// or http:// URL of a repository, for example https://git.example/org/config.git"
-	// +required
-	URL string `json:"url"`
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// SourceRef names a Flux GitRepository in the Stage's namespace whose artifact the Stage
+	// follows: the repository is fetched from its url with its secretRef, at its ref (a branch, or
+	// a semver range), and a commit is offered once source-controller has fetched it into the
+	// artifact (and verified it, when the GitRepository sets spec.verify), never beyond it.
+	// +optional
+	SourceRef *LocalObjectReference `json:"sourceRef,omitempty"`
 
 	// SecretRef names a Secret in the Stage's namespace with the credentials, in the format of
 	// Flux's GitRepository: username and password (HTTPS basic authentication), bearerToken

@@ -345,7 +345,7 @@ func (r *Reconciler) stagesSharingApplier(ctx context.Context, obj client.Object
 func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAnnotator) *promotion.Runner {
 	verdicts := verify.NewCache(verify.DefaultCacheSize)
 	if r.GitSource == nil {
-		r.GitSource = &gitsource.Source{Secrets: r.APIReader}
+		r.GitSource = &gitsource.Source{Reader: r.APIReader}
 	}
 	return &promotion.Runner{
 		Client: r.Client, APIReader: r.APIReader, Identity: r.Identity, Events: r.Events, FluxEvents: r.FluxEvents,

@@ -165,3 +165,18 @@ func TestFollowerPreviewLines(t *testing.T) {
 		})
 	}
 }
+
+// Versions read as people know them: an OCI digest's and a Git commit's first 12 hex digits, with
+// the algorithm, after the tag when there is one.
+func TestDescribeVersion(t *testing.T) {
+	for _, tc := range []struct{ tag, digest, want string }{
+		{tag: "v1.2.0", digest: "sha256:" + strings.Repeat("a", 64), want: "v1.2.0 (sha256:aaaaaaaaaaaa)"},
+		{digest: "sha256:" + strings.Repeat("b", 64), want: "sha256:bbbbbbbbbbbb"},
+		{tag: "0123456", digest: "sha1:0123456789abcdef0123456789abcdef01234567", want: "0123456 (sha1:0123456789ab)"},
+		{tag: "v2.0.0", digest: "sha1:" + strings.Repeat("c", 40), want: "v2.0.0 (sha1:cccccccccccc)"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			NewWithT(t).Expect(describeVersion(tc.tag, tc.digest)).To(Equal(tc.want))
+		})
+	}
+}

@@ -65,16 +65,21 @@ const maxCommits = 200
 
 // branchVersions returns the commits of branch newer than current, newest first (in the order
 // of the branch's history), keeping only those that change a file under paths when paths are
-// given. rewound is true when current is set but is not an ancestor of the branch's head: the
-// branch was force-pushed behind what runs.
-func branchVersions(repo *gogit.Repository, branch string, paths []string, current string) (versions []Version, rewound bool, err error) {
+// given; from the commit at (a Flux artifact's) instead of the branch's head when at is set.
+// rewound is true when current is set but is not an ancestor of the head: the branch was
+// force-pushed behind what runs.
+func branchVersions(repo *gogit.Repository, branch, at string, paths []string, current string) (versions []Version, rewound bool, err error) {
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: branch %q was not fetched: %v", ErrRefNotFound, branch, err)
 	}
-	head, err := repo.CommitObject(ref.Hash())
+	headHash := ref.Hash()
+	if at != "" {
+		headHash = plumbing.NewHash(at)
+	}
+	head, err := repo.CommitObject(headHash)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("%w: commit %s is not on branch %q: %v", ErrRefNotFound, Short(at), branch, err)
 	}
 	if current != "" && current != head.Hash.String() {
 		running, err := repo.CommitObject(plumbing.NewHash(current))

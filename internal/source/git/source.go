@@ -13,9 +13,13 @@ import (
 	"sync"
 	"time"
 
+	gogit "github.com/go-git/go-git/v5"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,9 +37,9 @@ const fetchTimeout = 2 * time.Minute
 // answers from the last listing. Clones are kept per repository URL and credentials Secret, so a
 // namespace never reads what another namespace's credentials fetched.
 type Source struct {
-	// Secrets reads the Stages' credential and key Secrets (live: the controller does not cache
-	// Secrets).
-	Secrets client.Reader
+	// Reader reads the Stages' credential and key Secrets and the Flux GitRepositories they
+	// follow, live (the controller does not cache Secrets).
+	Reader client.Reader
 
 	mu       sync.Mutex
 	repos    map[string]*repository
@@ -51,6 +55,8 @@ type listing struct {
 	versions    []Version
 	block       *stagecoachv1.GateBlock
 	seen        map[string]time.Time
+	settings    settings
+	where       string
 }
 
 // Offer fetches the Stage's repository when due and offers the commits newer than what the Stage
@@ -67,8 +73,14 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		prev := l.seen
 		l = listing{at: now, generation: stage.Generation, requestedAt: requestedAt}
 		var err error
-		if l.versions, l.block, err = s.list(ctx, stage); err != nil {
+		if l.settings, l.block, err = s.settingsOf(ctx, stage); err != nil {
 			return source.Offer{}, err
+		}
+		l.where = l.settings.url
+		if l.block == nil {
+			if l.versions, l.block, err = s.list(ctx, stage, l.settings); err != nil {
+				return source.Offer{}, err
+			}
 		}
 		l.seen = firstSeen(prev, l.versions, stage.Status.Candidate, now)
 		s.mu.Lock()
@@ -88,7 +100,7 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	}
 	if len(offer.Candidates) == 0 && stage.Status.Current == nil {
 		offer.Block = &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: stagecoachv1.ReasonNoEligibleCommit,
-			Message: fmt.Sprintf("%s offers no commit: %s", src.URL, describe(src))}
+			Message: fmt.Sprintf("%s offers no commit: %s", l.where, describe(l.settings, src.Paths))}
 	}
 	return offer, nil
 }
@@ -103,14 +115,14 @@ func (s *Source) Forget(key types.NamespacedName) {
 	delete(s.listings, key)
 }
 
-func describe(src *stagecoachv1.GitSource) string {
-	if src.Semver != "" {
-		return fmt.Sprintf("no tag meets semver %q", src.Semver)
+func describe(set settings, paths []string) string {
+	if set.semver != "" {
+		return fmt.Sprintf("no tag meets semver %q", set.semver)
 	}
-	if len(src.Paths) > 0 {
-		return fmt.Sprintf("no commit of branch %s changes %s", src.Branch, strings.Join(src.Paths, ", "))
+	if len(paths) > 0 {
+		return fmt.Sprintf("no commit of branch %s changes %s", set.branch, strings.Join(paths, ", "))
 	}
-	return fmt.Sprintf("branch %s has no commit", src.Branch)
+	return fmt.Sprintf("branch %s has no commit", set.branch)
 }
 
 // firstSeen carries when each commit was first offered over from the previous listing (soak
@@ -131,11 +143,12 @@ func firstSeen(prev map[string]time.Time, versions []Version, candidate *stageco
 }
 
 // list fetches the repository with the Stage's credentials and lists its versions newer than
-// what runs. What a person must fix (or what fixes itself, like a server that is down) is a block
-// naming the Stage's source and the fix, not an error.
-func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage) ([]Version, *stagecoachv1.GateBlock, error) {
+// what runs (and, following a GitRepository, not beyond its artifact). What a person must fix (or
+// what fixes itself, like a server that is down) is a block naming the Stage's source and the fix,
+// not an error.
+func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage, set settings) ([]Version, *stagecoachv1.GateBlock, error) {
 	src := stage.Spec.Source.Git
-	repo, block, err := s.fetch(ctx, stage)
+	repo, block, err := s.fetch(ctx, stage, set)
 	if err != nil || block != nil {
 		return nil, block, err
 	}
@@ -145,29 +158,43 @@ func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage) ([]Version
 	if stage.Status.Current != nil {
 		current = Commit(stage.Status.Current.Digest)
 	}
-	if src.Semver != "" {
-		constraint, err := semver.ParseConstraint(src.Semver)
+	if set.semver != "" {
+		constraint, err := semver.ParseConstraint(set.semver)
 		if err != nil {
-			return nil, sourceBlock(stagecoachv1.ReasonSourceInvalid, "spec.source.git.semver %q does not parse: %v", src.Semver, err), nil
+			return nil, sourceBlock(stagecoachv1.ReasonSourceInvalid, "%s %q does not parse: %v", set.field("semver", "spec.ref.semver"), set.semver, err), nil
 		}
 		versions, _, err := tagVersions(repo.repo, constraint)
 		if err != nil {
-			return nil, nil, fmt.Errorf("failed to list the tags of %s for Stage %q: %w", src.URL, stage.Name, err)
+			return nil, nil, fmt.Errorf("failed to list the tags of %s for Stage %q: %w", set.url, stage.Name, err)
 		}
-		return newerTags(versions, stage.Status.Current), nil, nil
+		return notBeyond(newerTags(versions, stage.Status.Current), set.head), nil, nil
 	}
-	versions, rewound, err := branchVersions(repo.repo, src.Branch, src.Paths, current)
+	versions, rewound, err := branchVersions(repo.repo, set.branch, set.head, src.Paths, current)
 	switch {
 	case errors.Is(err, ErrRefNotFound):
-		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s has no branch %s: fix spec.source.git.branch", src.URL, src.Branch), nil
+		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s has no branch %s (or not the commit %s): fix %s", set.url, set.branch, Short(set.head), set.field("branch", "spec.ref.branch")), nil
 	case err != nil:
-		return nil, nil, fmt.Errorf("failed to walk branch %s of %s for Stage %q: %w", src.Branch, src.URL, stage.Name, err)
+		return nil, nil, fmt.Errorf("failed to walk branch %s of %s for Stage %q: %w", set.branch, set.url, stage.Name, err)
 	case rewound:
 		return nil, sourceBlock(stagecoachv1.ReasonSourceRewound,
 			"branch %s of %s no longer contains the running commit %s (it was force-pushed or reset): automation never goes backwards; "+
-				"promote a commit of the branch by hand to follow it again", src.Branch, src.URL, Short(current)), nil
+				"promote a commit of the branch by hand to follow it again", set.branch, set.url, Short(current)), nil
 	}
 	return versions, nil, nil
+}
+
+// notBeyond drops the tags above the artifact's commit (head): a GitRepository's artifact is the
+// newest version its semver range selected.
+func notBeyond(versions []Version, head string) []Version {
+	if head == "" {
+		return versions
+	}
+	for i, v := range versions {
+		if v.Commit == head {
+			return versions[i:]
+		}
+	}
+	return nil
 }
 
 // newerTags keeps the tags whose version is above the running tag's (never backwards); all of
@@ -195,37 +222,36 @@ func sourceBlock(reason, format string, args ...any) *stagecoachv1.GateBlock {
 }
 
 // fetch brings the Stage's branch or tags into its clone.
-func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage) (*repository, *stagecoachv1.GateBlock, error) {
-	src := stage.Spec.Source.Git
+func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set settings) (*repository, *stagecoachv1.GateBlock, error) {
 	var data map[string][]byte
-	if ref := src.SecretRef; ref != nil {
+	if ref := set.secretRef; ref != nil {
 		secret := &corev1.Secret{}
-		if err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
+		if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-				return nil, sourceBlock(stagecoachv1.ReasonCredentialsUnreadable, "Secret '%s/%s' with the Git credentials cannot be read (%v): create it or fix spec.source.git.secretRef",
-					stage.Namespace, ref.Name, err), nil
+				return nil, sourceBlock(stagecoachv1.ReasonCredentialsUnreadable, "Secret '%s/%s' with the Git credentials cannot be read (%v): create it or fix %s",
+					stage.Namespace, ref.Name, err, set.field("secretRef", "spec.secretRef")), nil
 			}
 			return nil, nil, fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
 		}
 		data = secret.Data
 	}
-	creds, err := credentialsFrom(src.URL, data)
+	creds, err := credentialsFrom(set.url, data)
 	if err != nil {
-		where := "spec.source.git.url"
-		if src.SecretRef != nil {
-			where = fmt.Sprintf("Secret '%s/%s' (spec.source.git.secretRef)", stage.Namespace, src.SecretRef.Name)
+		where := set.field("url", "spec.url")
+		if set.secretRef != nil {
+			where = fmt.Sprintf("Secret '%s/%s' (%s)", stage.Namespace, set.secretRef.Name, set.field("secretRef", "spec.secretRef"))
 		}
-		return nil, sourceBlock(stagecoachv1.ReasonCredentialsUnreadable, "%s cannot be used to fetch %s: %v", where, src.URL, err), nil
+		return nil, sourceBlock(stagecoachv1.ReasonCredentialsUnreadable, "%s cannot be used to fetch %s: %v", where, set.url, err), nil
 	}
-	repo := s.repository(stage)
+	repo := s.repository(stage.Namespace, set)
 	refspec := "+refs/tags/*:refs/tags/*"
-	if src.Branch != "" {
-		refspec = fmt.Sprintf("+refs/heads/%[1]s:refs/heads/%[1]s", src.Branch)
+	if set.branch != "" {
+		refspec = fmt.Sprintf("+refs/heads/%[1]s:refs/heads/%[1]s", set.branch)
 	}
 	fetchCtx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	repo.mu.Lock()
-	err = repo.fetch(fetchCtx, src.URL, creds, refspec)
+	err = repo.fetch(fetchCtx, set.url, creds, refspec)
 	repo.mu.Unlock()
 	switch {
 	case err == nil:
@@ -233,27 +259,26 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage) (*reposit
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return nil, nil, err
 	case errors.Is(err, ErrUnauthorized):
-		fix := "set spec.source.git.secretRef to a Secret with username and password, bearerToken, or identity and known_hosts"
-		if src.SecretRef != nil {
-			fix = fmt.Sprintf("fix the credentials in Secret '%s/%s'", stage.Namespace, src.SecretRef.Name)
+		fix := fmt.Sprintf("set %s to a Secret with username and password, bearerToken, or identity and known_hosts", set.field("secretRef", "spec.secretRef"))
+		if set.secretRef != nil {
+			fix = fmt.Sprintf("fix the credentials in Secret '%s/%s'", stage.Namespace, set.secretRef.Name)
 		}
-		return nil, sourceBlock(stagecoachv1.ReasonGitUnauthorized, "%s refused to serve the repository (or it does not exist): %s; %v", src.URL, fix, err), nil
+		return nil, sourceBlock(stagecoachv1.ReasonGitUnauthorized, "%s refused to serve the repository (or it does not exist): %s; %v", set.url, fix, err), nil
 	case errors.Is(err, ErrRefNotFound):
 		what := "has no tags"
-		if src.Branch != "" {
-			what = "has no branch " + src.Branch + ": fix spec.source.git.branch"
+		if set.branch != "" {
+			what = "has no branch " + set.branch + ": fix " + set.field("branch", "spec.ref.branch")
 		}
-		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s %s", src.URL, what), nil
+		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s %s", set.url, what), nil
 	}
-	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (retried at the next interval): %v", src.URL, err), nil
+	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (retried at the next interval): %v", set.url, err), nil
 }
 
-// repository is the clone for the Stage's URL and credentials.
-func (s *Source) repository(stage *stagecoachv1.Stage) *repository {
-	src := stage.Spec.Source.Git
-	key := src.URL
-	if src.SecretRef != nil {
-		key = stage.Namespace + "/" + src.SecretRef.Name + " " + src.URL
+// repository is the clone for a URL and its credentials (a Secret of namespace).
+func (s *Source) repository(namespace string, set settings) *repository {
+	key := set.url
+	if set.secretRef != nil {
+		key = namespace + "/" + set.secretRef.Name + " " + set.url
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,23 +294,23 @@ func (s *Source) repository(stage *stagecoachv1.Stage) *repository {
 }
 
 // Verifier reads the Stage's verify keys once and returns what judges one version (a digest
-// sha1:<commit>, with its tag when the source takes tags) by its signature, from the Stage's
-// clone. A version whose signature is missing or untrusted is blocked with SignatureMissing or
+// sha1:<commit>; for a source of tags, the highest tag meeting its range that names it) by its
+// signature, from the Stage's clone. A version whose signature is missing or untrusted is blocked with SignatureMissing or
 // SignatureInvalid and the reason.
-func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage) (func(digest, tag string) *plan.SignatureVerdict, error) {
+func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage) (func(digest string) *plan.SignatureVerdict, error) {
 	src := stage.Spec.Source.Git
 	blocked := func(reason, format string, args ...any) *plan.SignatureVerdict {
 		return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: reason, Message: fmt.Sprintf(format, args...)}}
 	}
-	always := func(v *plan.SignatureVerdict) (func(string, string) *plan.SignatureVerdict, error) {
-		return func(string, string) *plan.SignatureVerdict { return v }, nil
+	always := func(v *plan.SignatureVerdict) (func(string) *plan.SignatureVerdict, error) {
+		return func(string) *plan.SignatureVerdict { return v }, nil
 	}
 	if src == nil || src.Verify == nil {
 		return always(blocked(stagecoachv1.ReasonVerificationUnavailable, "Stage %s has no spec.source.git.verify", stage.Name))
 	}
 	ref := src.Verify.SecretRef
 	secret := &corev1.Secret{}
-	if err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			return always(blocked(stagecoachv1.ReasonKeysUnreadable, "Secret '%s/%s' with the trusted Git signing keys cannot be read (%v): create it or fix spec.source.git.verify.secretRef",
 				stage.Namespace, ref.Name, err))
@@ -296,17 +321,28 @@ func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage) (func(
 	if err != nil {
 		return always(blocked(stagecoachv1.ReasonKeysUnreadable, "Secret '%s/%s': %v", stage.Namespace, ref.Name, err))
 	}
-	repo := s.repository(stage)
+	set, block, err := s.settingsOf(ctx, stage)
+	switch {
+	case err != nil:
+		return nil, err
+	case block != nil:
+		return always(blocked(stagecoachv1.ReasonVerificationUnavailable, "%s", block.Message))
+	}
+	repo := s.repository(stage.Namespace, set)
 	mode := src.Verify.GetMode()
-	return func(digest, tag string) *plan.SignatureVerdict {
+	return func(digest string) *plan.SignatureVerdict {
+		tag := ""
 		commit := Commit(digest)
 		if commit == "" {
-			return blocked(stagecoachv1.ReasonSignatureInvalid, "%s is not a Git commit (sha1:<40 hex>): Stage %s takes commits of %s", digest, stage.Name, src.URL)
+			return blocked(stagecoachv1.ReasonSignatureInvalid, "%s is not a Git commit (sha1:<40 hex>): Stage %s takes commits of %s", digest, stage.Name, set.url)
 		}
 		repo.mu.Lock()
 		defer repo.mu.Unlock()
 		if repo.repo == nil {
-			return blocked(stagecoachv1.ReasonVerificationUnavailable, "%s has not been fetched yet", src.URL)
+			return blocked(stagecoachv1.ReasonVerificationUnavailable, "%s has not been fetched yet", set.url)
+		}
+		if tag == "" && set.semver != "" {
+			tag = tagOf(repo.repo, set.semver, digest)
 		}
 		signer, err := verifyCommit(repo.repo, commit, tag, mode, keys)
 		switch {
@@ -326,24 +362,14 @@ func describeVersion(commit, tag string) string {
 	return "commit " + Short(commit)
 }
 
-// TagOf is the highest tag meeting a semver source's constraint that names the commit of digest,
-// from the Stage's clone ("" for a branch source, or when no fetched tag names it).
-func (s *Source) TagOf(stage *stagecoachv1.Stage, digest string) string {
-	src := stage.Spec.Source.Git
-	if src == nil || src.Semver == "" {
-		return ""
-	}
-	constraint, err := semver.ParseConstraint(src.Semver)
+// tagOf is the highest tag meeting constraint that names the commit of digest in repo, "" when
+// none does.
+func tagOf(repo *gogit.Repository, constraint, digest string) string {
+	c, err := semver.ParseConstraint(constraint)
 	if err != nil {
 		return ""
 	}
-	repo := s.repository(stage)
-	repo.mu.Lock()
-	defer repo.mu.Unlock()
-	if repo.repo == nil {
-		return ""
-	}
-	versions, _, err := tagVersions(repo.repo, constraint)
+	versions, _, err := tagVersions(repo, c)
 	if err != nil {
 		return ""
 	}
@@ -353,4 +379,68 @@ func (s *Source) TagOf(stage *stagecoachv1.Stage, digest string) string {
 		}
 	}
 	return ""
+}
+
+// settings are where a Stage's commits come from: its spec.source.git, or the Flux GitRepository
+// it follows.
+type settings struct {
+	url, branch, semver string
+	secretRef           *stagecoachv1.LocalObjectReference
+	// head, following a GitRepository, is its artifact's commit: nothing beyond it is offered.
+	head string
+	// origin names where they were read, for messages.
+	origin string
+	// followed: read from a GitRepository (spec.source.git.sourceRef).
+	followed bool
+}
+
+// field names a setting where a person fixes it: in the Stage, or in the GitRepository it follows.
+func (set settings) field(stageField, repositoryField string) string {
+	if set.followed {
+		return repositoryField + " of " + set.origin
+	}
+	return "spec.source.git." + stageField
+}
+
+var gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+
+// settingsOf reads where the Stage's commits come from. A GitRepository that cannot be read, has
+// no artifact yet, or selects its commits by something other than a branch or a semver range is
+// a block naming it.
+func (s *Source) settingsOf(ctx context.Context, stage *stagecoachv1.Stage) (settings, *stagecoachv1.GateBlock, error) {
+	src := stage.Spec.Source.Git
+	if src.SourceRef == nil {
+		return settings{url: src.URL, branch: src.Branch, semver: src.Semver, secretRef: src.SecretRef, origin: "spec.source.git"}, nil, nil
+	}
+	described := fmt.Sprintf("GitRepository '%s/%s' (spec.source.git.sourceRef)", stage.Namespace, src.SourceRef.Name)
+	repo := &unstructured.Unstructured{}
+	repo.SetGroupVersionKind(gitRepositoryGVK)
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: src.SourceRef.Name}, repo); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err) {
+			return settings{}, sourceBlock(stagecoachv1.ReasonSourceInvalid, "%s cannot be read (%v): create it or fix spec.source.git.sourceRef", described, err), nil
+		}
+		return settings{}, nil, fmt.Errorf("failed to read %s for Stage %q: %w", described, stage.Name, err)
+	}
+	str := func(path ...string) string { v, _, _ := unstructured.NestedString(repo.Object, path...); return v }
+	set := settings{url: str("spec", "url"), branch: str("spec", "ref", "branch"), semver: str("spec", "ref", "semver"), origin: described, followed: true}
+	if name := str("spec", "secretRef", "name"); name != "" {
+		set.secretRef = &stagecoachv1.LocalObjectReference{Name: name}
+	}
+	if set.semver != "" {
+		set.branch = "" // Flux: a semver range wins over a branch
+	}
+	if set.branch == "" && set.semver == "" {
+		return settings{}, sourceBlock(stagecoachv1.ReasonSourceInvalid, "%s selects its commits by neither spec.ref.branch nor spec.ref.semver: "+
+			"a Stage follows a branch or a semver range", described), nil
+	}
+	revision := str("status", "artifact", "revision")
+	_, hash, _ := strings.Cut(revision, "@")
+	if hash == "" {
+		hash = revision
+	}
+	if set.head = Commit(hash); set.head == "" {
+		return settings{}, sourceBlock(stagecoachv1.ReasonGitUnreachable, "%s has no artifact of a commit yet (revision %q): the Stage follows what source-controller fetched",
+			described, revision), nil
+	}
+	return set, nil, nil
 }

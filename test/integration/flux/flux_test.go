@@ -6,10 +6,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/source/git/gittest"
 )
 
 func kustomizationSpec() map[string]any {
@@ -352,4 +354,65 @@ func TestVersionKindMismatchIsNotReady(t *testing.T) {
 			eventuallyReady(t, ns, "dev", metav1.ConditionFalse, stagecoachv1.ReasonVersionKindMismatch, tc.wantMsg)
 		})
 	}
+}
+
+// A Stage following a Flux GitRepository (source.git.sourceRef) takes its url, credentials and
+// branch, and offers commits only up to the one source-controller fetched into the artifact: a
+// newer commit on the branch waits until the artifact has it.
+func TestGitSourceFollowsAGitRepositoryArtifact(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	srv := gittest.NewServer(t, gittest.Options{Username: "flux", Password: "s3cret"})
+	c1 := srv.Commit("one", map[string]string{"app/a.yaml": "v: 1"}, nil)
+	c2 := srv.Commit("two", map[string]string{"app/a.yaml": "v: 2"}, nil)
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "config-auth"},
+		Data: map[string][]byte{"username": []byte("flux"), "password": []byte("s3cret")}})).To(Succeed())
+	// The repository the platform team set up for Flux; its artifact is at c1.
+	config := createFlux(t, "source.toolkit.fluxcd.io/v1", "GitRepository", ns, "config",
+		map[string]any{"interval": "1m", "url": srv.URL, "ref": map[string]any{"branch": "main"}, "secretRef": map[string]any{"name": "config-auth"}})
+	artifact := func(commit string) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"revision": "main@sha1:" + commit, "digest": digest(1),
+				"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
+		}
+	}
+	config.succeeded("Succeeded", artifact(c1))
+	// dev applies through its own GitRepository, and follows the platform's.
+	createFlux(t, "source.toolkit.fluxcd.io/v1", "GitRepository", ns, "dev",
+		map[string]any{"interval": "1m", "url": srv.URL, "ref": map[string]any{"branch": "main"}, "secretRef": map[string]any{"name": "config-auth"}})
+	newStage(t, ns, "dev", "GitRepository", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{SourceRef: &stagecoachv1.LocalObjectReference{Name: "config"},
+			Interval: &metav1.Duration{Duration: time.Hour}}}
+	})
+	g.Eventually(func(g Gomega) {
+		s := &stagecoachv1.Stage{}
+		g.Expect(env.Client.Get(t.Context(), clientKey(ns, "dev"), s)).To(Succeed())
+		g.Expect(s.Status.Candidate).NotTo(BeNil())
+		g.Expect(s.Status.Candidate.Digest).To(Equal("sha1:"+c1), "the candidate is the artifact's commit, not the branch's head")
+	}, timeout, interval).Should(Succeed())
+
+	// source-controller fetches c2: after a look, it is the candidate.
+	config.succeeded("Succeeded", artifact(c2))
+	s := &stagecoachv1.Stage{}
+	g.Expect(env.Client.Get(t.Context(), clientKey(ns, "dev"), s)).To(Succeed())
+	s.Annotations = map[string]string{stagecoachv1.ReconcileRequestAnnotation: time.Now().Format(time.RFC3339Nano)}
+	g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		s := &stagecoachv1.Stage{}
+		g.Expect(env.Client.Get(t.Context(), clientKey(ns, "dev"), s)).To(Succeed())
+		g.Expect(s.Status.Candidate).NotTo(BeNil())
+		g.Expect(s.Status.Candidate.Digest).To(Equal("sha1:" + c2))
+	}, timeout, interval).Should(Succeed())
+
+	// A GitRepository that is not there blocks the source, naming it.
+	g.Expect(env.Client.Get(t.Context(), clientKey(ns, "dev"), s)).To(Succeed())
+	s.Spec.Source.Git.SourceRef.Name = "missing"
+	g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		s := &stagecoachv1.Stage{}
+		g.Expect(env.Client.Get(t.Context(), clientKey(ns, "dev"), s)).To(Succeed())
+		g.Expect(s.Status.Candidate).NotTo(BeNil())
+		g.Expect(s.Status.Candidate.BlockedBy).To(ContainElement(And(HaveField("Reason", stagecoachv1.ReasonSourceInvalid),
+			HaveField("Message", ContainSubstring("GitRepository '"+ns+"/missing' (spec.source.git.sourceRef) cannot be read")))))
+	}, timeout, interval).Should(Succeed())
 }

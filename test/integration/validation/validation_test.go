@@ -78,6 +78,16 @@ environment: prod
 applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
 completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
 source: {git: {url: "https://git.example/org/config.git", branch: main, semver: ">=1.0.0"}}`},
+		{name: "git with url and sourceRef", kind: "Stage", wantMsg: "git must set exactly one of url (a repository) or sourceRef (a Flux GitRepository whose artifact it follows)", spec: `
+service: payments
+environment: prod
+applyRef: {kind: GitRepository, name: config}
+source: {git: {url: "https://git.example/org/config.git", sourceRef: {name: config}}}`},
+		{name: "git sourceRef with a branch", kind: "Stage", wantMsg: "with sourceRef, the GitRepository's ref and secretRef are used, so set neither", spec: `
+service: payments
+environment: prod
+applyRef: {kind: GitRepository, name: config}
+source: {git: {sourceRef: {name: config}, branch: main}}`},
 		{name: "git paths on tags", kind: "Stage", wantMsg: "git.paths selects the commits of a branch: set branch", spec: `
 service: payments
 environment: prod
@@ -147,7 +157,7 @@ applyRef: {apiVersion: kappctrl.k14s.io/v1alpha1, kind: App, name: payments, set
 completion:
   observedMatches: [{input: spec.image, output: status.image}]
 source: {upstream: {stage: payments}}`},
-		{name: "unknown kind without apiVersion", kind: "Stage", wantMsg: "applyRef.apiVersion is required for kind App: only Application, ApplicationSet, OCIRepository, Kustomization and HelmRelease are known without it", spec: `
+		{name: "unknown kind without apiVersion", kind: "Stage", wantMsg: "applyRef.apiVersion is required for kind App: only Application, ApplicationSet, OCIRepository, GitRepository, Kustomization and HelmRelease are known without it", spec: `
 service: payments
 environment: prod
 applyRef: {kind: App, name: payments}
@@ -322,9 +332,13 @@ source: {registry: {repository: registry.example/deploy/payments, semver: ">=1.0
 		{name: "stage taking the signed commits of a branch's path", kind: "Stage", spec: `
 service: payments
 environment: dev
-applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
-completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
+applyRef: {kind: GitRepository, name: config, kustomization: dev}
 source: {git: {url: "ssh://git@git.example/org/config.git", branch: main, paths: [overlays/dev], secretRef: {name: deploy-key}, verify: {mode: HEAD, secretRef: {name: signers}}}}`},
+		{name: "stage following a Flux GitRepository's artifact", kind: "Stage", spec: `
+service: payments
+environment: dev
+applyRef: {kind: GitRepository, name: dev-config, kustomization: dev}
+source: {git: {sourceRef: {name: platform-config}, paths: [overlays/dev]}}`},
 		{name: "promotion of a commit", kind: "Promotion", spec: `
 stage: payments
 version: {digest: "sha1:0123456789abcdef0123456789abcdef01234567", tag: "0123456"}`},
