@@ -82,7 +82,10 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 				return source.Offer{}, err
 			}
 		}
-		l.seen = firstSeen(prev, l.versions, stage.Status.Candidate, now)
+		l.seen = prev // a server that is down forgets nothing
+		if l.block == nil {
+			l.seen = firstSeen(prev, l.versions, stage.Status.Candidate, now)
+		}
 		s.mu.Lock()
 		if s.listings == nil {
 			s.listings = map[types.NamespacedName]listing{}
@@ -105,7 +108,7 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	return offer, nil
 }
 
-// Forget drops a deleted Stage's listing.
+// Forget drops a deleted Stage's listing, and the clones no other Stage's last listing used.
 func (s *Source) Forget(key types.NamespacedName) {
 	if s == nil {
 		return
@@ -113,6 +116,15 @@ func (s *Source) Forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.listings, key)
+	used := map[string]bool{}
+	for k, l := range s.listings {
+		used[repositoryKey(k.Namespace, l.settings)] = true
+	}
+	for k := range s.repos {
+		if !used[k] {
+			delete(s.repos, k)
+		}
+	}
 }
 
 func describe(set settings, paths []string) string {
@@ -274,12 +286,18 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (retried at the next interval): %v", set.url, err), nil
 }
 
+// repositoryKey names the clone of a URL fetched with a Secret of namespace: one namespace's
+// credentials never serve another's reads.
+func repositoryKey(namespace string, set settings) string {
+	if set.secretRef != nil {
+		return namespace + "/" + set.secretRef.Name + " " + set.url
+	}
+	return set.url
+}
+
 // repository is the clone for a URL and its credentials (a Secret of namespace).
 func (s *Source) repository(namespace string, set settings) *repository {
-	key := set.url
-	if set.secretRef != nil {
-		key = namespace + "/" + set.secretRef.Name + " " + set.url
-	}
+	key := repositoryKey(namespace, set)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.repos == nil {
