@@ -202,7 +202,7 @@ func (r *Runner) signatureVerdict(ctx context.Context, stage *stagecoachv1.Stage
 // each verdict's block.
 func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
 	if stage.Spec.Source.Git != nil {
-		return r.commitVerifier(ctx, stage)
+		return r.commitVerifier(ctx, stage, now)
 	}
 	src := stage.Spec.Source.Registry
 	blocked := func(reason, msg string, until *metav1.Time) *plan.SignatureVerdict {
@@ -271,16 +271,16 @@ func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stag
 	}, nil
 }
 
-// commitVerifier verifies the signatures of a git source's commits (or tags) from its clone. A
-// tag-signing mode reads the version's tag from the source's tags that name the commit.
-func (r *Runner) commitVerifier(ctx context.Context, stage *stagecoachv1.Stage) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
+// commitVerifier verifies the signatures of a git source's commits (or tags) from its clone
+// (gitsource.Source.Verifier).
+func (r *Runner) commitVerifier(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
 	if r.GitSource == nil {
 		return func(context.Context, string) (*plan.SignatureVerdict, error) {
 			return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: stagecoachv1.ReasonVerificationUnavailable,
 				Message: "this controller does not read git sources"}}, nil
 		}, nil
 	}
-	verdictOf, err := r.GitSource.Verifier(ctx, stage)
+	verdictOf, err := r.GitSource.Verifier(ctx, stage, now)
 	if err != nil {
 		return nil, err
 	}

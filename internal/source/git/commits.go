@@ -238,7 +238,7 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 		}
 		ref, err := repo.Tag(tag)
 		if err != nil {
-			return "", fmt.Errorf("tag %s is not in the fetched repository", tag)
+			return "", fmt.Errorf("tag %s is %w", tag, errNotFetched)
 		}
 		obj, err := repo.TagObject(ref.Hash())
 		if err != nil {
@@ -261,7 +261,7 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 	if mode != stagecoachv1.GitVerifyTag {
 		c, err := repo.CommitObject(plumbing.NewHash(commit))
 		if err != nil {
-			return "", fmt.Errorf("commit %s is not in the fetched repository", Short(commit))
+			return "", fmt.Errorf("commit %s is %w", Short(commit), errNotFetched)
 		}
 		encoded := &plumbing.MemoryObject{}
 		if err := c.EncodeWithoutSignature(encoded); err != nil {
@@ -280,8 +280,12 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 	return strings.Join(signers, ", "), nil
 }
 
-// errUnsigned marks a version that carries no signature at all.
-var errUnsigned = errors.New("it is not signed")
+// errUnsigned marks a version that carries no signature at all; errNotFetched one whose commit or
+// tag the clone does not hold (yet).
+var (
+	errUnsigned   = errors.New("it is not signed")
+	errNotFetched = errors.New("not in the fetched repository")
+)
 
 // verifySignature checks an OpenPGP or SSH signature over payload with the trusted keys, as Flux's
 // Git library does.

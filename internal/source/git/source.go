@@ -315,7 +315,7 @@ func (s *Source) repository(namespace string, set settings) *repository {
 // sha1:<commit>; for a source of tags, the highest tag meeting its range that names it) by its
 // signature, from the Stage's clone. A version whose signature is missing or untrusted is blocked with SignatureMissing or
 // SignatureInvalid and the reason.
-func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage) (func(digest string) *plan.SignatureVerdict, error) {
+func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (func(digest string) *plan.SignatureVerdict, error) {
 	src := stage.Spec.Source.Git
 	blocked := func(reason, format string, args ...any) *plan.SignatureVerdict {
 		return &plan.SignatureVerdict{Block: &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSignature, Reason: reason, Message: fmt.Sprintf(format, args...)}}
@@ -364,6 +364,12 @@ func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage) (func(
 		}
 		signer, err := verifyCommit(repo.repo, commit, tag, mode, keys)
 		switch {
+		case errors.Is(err, errNotFetched):
+			// A commit pushed since the last fetch: judged once the source has fetched it.
+			until := metav1.NewTime(now.Add(stage.GetGitInterval()))
+			v := blocked(stagecoachv1.ReasonVerificationUnavailable, "%s: the source fetches %s again within %s", err, set.url, stage.GetGitInterval())
+			v.Block.Until = &until
+			return v
 		case errors.Is(err, errUnsigned):
 			return blocked(stagecoachv1.ReasonSignatureMissing, "%s is not signed (verify.mode %s): sign it with a key of Secret '%s/%s'", describeVersion(commit, tag), mode, stage.Namespace, ref.Name)
 		case err != nil:
