@@ -272,3 +272,54 @@ func TestArgoCDGitSourceUnderAnOCIStage(t *testing.T) {
 	startController(t, nil)
 	eventuallyCondition(t, ns, "staging", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonApplierNotOCI, "which is not OCI")
 }
+
+// A commit soaks and waits for approvals as a digest does: soak counts from when the commit was
+// first fetched, and an Approval names the commit (sha1:<SHA>).
+func TestGitSourceSoaksAndAwaitsApproval(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	c1 := srv.Commit("one", map[string]string{"a": "1"}, nil)
+	newWidget(t, ns, "dev", "dev")
+	newStage(t, ns, "dev", gitStage(srv, func(*stagecoachv1.GitSource) {}))
+	g.Eventually(func(g Gomega) {
+		s := getStage(g, t.Context(), ns, "dev")
+		s.Spec.Promotion.Soak = &metav1.Duration{Duration: 2 * time.Second}
+		s.Spec.Promotion.Approvals = &stagecoachv1.ApprovalPolicy{Required: 1}
+		g.Expect(env.Client.Update(t.Context(), s)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+	startController(t, nil)
+
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateSoak, "the Stage asks for 2s")
+	s := getStage(g, t.Context(), ns, "dev")
+	g.Expect(s.Status.Candidate.Digest).To(Equal("sha1:" + c1))
+	g.Expect(s.Status.Candidate.FirstSeen).NotTo(BeNil())
+	eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateApprovals)
+	g.Expect(promotionsOf(g, t, ns, "dev")).To(BeEmpty())
+
+	newApproval(t, ns, "dev-c1", "dev", "sha1:"+c1, "alice")
+	p := onlyPromotion(t, ns, "dev")
+	g.Expect(p.Spec.Version.Digest).To(Equal("sha1:" + c1))
+}
+
+// A tag on an unsigned commit (verify mode HEAD, a semver source) is skipped with its reason.
+func TestGitSourceSkipsATagOnAnUnsignedCommit(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	release := gittest.NewPGPSigner(t, "release")
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-keys"},
+		Data: map[string][]byte{"release.asc": release.Public}})).To(Succeed())
+	signed := srv.Commit("signed", map[string]string{"a": "1"}, &release)
+	unsigned := srv.Commit("unsigned", map[string]string{"a": "2"}, nil)
+	srv.Tag("v1.0.0", signed, &release)
+	srv.Tag("v1.1.0", unsigned, &release) // a signed tag does not make the commit signed
+	newWidget(t, ns, "dev", "dev")
+	newStage(t, ns, "dev", gitStage(srv, func(src *stagecoachv1.GitSource) {
+		src.Branch, src.Semver = "", ">=1.0.0"
+		src.Verify = &stagecoachv1.GitVerification{SecretRef: stagecoachv1.LocalObjectReference{Name: "git-keys"}}
+	}))
+	startController(t, nil)
+	eventuallySkipped(t, ns, "dev", "sha1:"+signed, [2]string{"sha1:" + unsigned, stagecoachv1.ReasonSignatureMissing})
+	g.Expect(onlyPromotion(t, ns, "dev").Spec.Version).To(Equal(&stagecoachv1.VersionReference{Digest: "sha1:" + signed, Tag: "v1.0.0"}))
+}
