@@ -46,6 +46,9 @@ type applierVerdict struct {
 	// to check the running version's tag again (0: no need).
 	byVersion string
 	recheck   time.Duration
+	// applying are the Kustomizations labelled for the Stage that apply its GitRepository's
+	// artifact (when applyRef.kustomization names none).
+	applying []*unstructured.Unstructured
 }
 
 // checkEngine applies the engine's own rules to a readable, labelled applier.
@@ -254,6 +257,43 @@ func (r *Reconciler) checkThrough(ctx context.Context, stage *stagecoachv1.Stage
 		return notReady(stagecoachv1.ReasonApplierSuspended, described+" is suspended, so it applies nothing: set spec.suspend to false (flux resume)")
 	}
 	return obj, nil
+}
+
+// gitRepositoryKind is the built-in applier of Git commits, whose artifact Kustomizations apply.
+const gitRepositoryKind = "GitRepository"
+
+// kustomizationsApplying reads the Kustomizations of the Stage's namespace labelled for it whose
+// spec.sourceRef is its GitRepository: each must have applied a commit before it has landed. The
+// label makes their events wake the Stage. None when Flux's Kustomization CRD is not installed.
+func (r *Reconciler) kustomizationsApplying(ctx context.Context, stage *stagecoachv1.Stage) ([]*unstructured.Unstructured, error) {
+	if _, err := r.RESTMapper.RESTMapping(kustomizationGVK.GroupKind(), kustomizationGVK.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to look up kind %s for Stage %q: %w", kustomizationGVK, stage.Name, err)
+	}
+	if err := r.watcher.ensure(kustomizationGVK); err != nil {
+		return nil, err
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(kustomizationGVK.GroupVersion().WithKind(kustomizationGVK.Kind + "List"))
+	if err := r.applierReader().List(ctx, list, client.InNamespace(stage.Namespace),
+		client.MatchingLabels{stagecoachv1.StageLabel: stage.Name}); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, nil // checkApplier reports what the controller may not read
+		}
+		return nil, fmt.Errorf("failed to list the Kustomizations of Stage %q: %w", stage.Name, err)
+	}
+	var out []*unstructured.Unstructured
+	for i := range list.Items {
+		k := &list.Items[i]
+		str := func(path ...string) string { v, _, _ := unstructured.NestedString(k.Object, path...); return v }
+		if str("spec", "sourceRef", "kind") == gitRepositoryKind && str("spec", "sourceRef", "name") == stage.Spec.ApplyRef.Name &&
+			(str("spec", "sourceRef", "namespace") == "" || str("spec", "sourceRef", "namespace") == stage.Namespace) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // labelProblem says what is wrong with the applier's stagecoach.dev/stage label, or "" when it

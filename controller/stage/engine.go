@@ -21,7 +21,7 @@ import (
 func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage, through *unstructured.Unstructured, v *applierVerdict) error {
 	ref := stage.Spec.ApplyRef
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
-	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through}
+	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through, Applying: v.applying}
 	if kind, known := r.versionKindOf(ctx, stage); known && kind == applier.GitCommits {
 		opts.Commits = true
 	}

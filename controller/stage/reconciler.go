@@ -155,9 +155,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	var through *unstructured.Unstructured
-	if verdict.ready && stage.Spec.ApplyRef.Kustomization != "" {
+	switch {
+	case verdict.ready && stage.Spec.ApplyRef.Kustomization != "":
 		// The Kustomization that applies the OCIRepository's artifact holds the landed proof.
 		if through, err = r.checkThrough(ctx, stage, &verdict); err != nil {
+			return ctrl.Result{}, err
+		}
+	case verdict.ready && stage.Spec.ApplyRef.Kind == gitRepositoryKind:
+		// Every Kustomization labelled for the Stage that applies the GitRepository's artifact.
+		if verdict.applying, err = r.kustomizationsApplying(ctx, stage); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

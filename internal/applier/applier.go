@@ -152,6 +152,9 @@ type Options struct {
 	// Commits: the Stage takes Git commits (a git source), so an Argo CD Application's plain Git
 	// source is written the commit.
 	Commits bool
+	// Applying are the Kustomizations labelled for the Stage that apply a GitRepository's
+	// artifact, as read now (used when Through names none).
+	Applying []*unstructured.Unstructured
 }
 
 // builders make the appliers of the built-in kinds (stagecoachv1.BuiltinAppliers) that are one
@@ -160,7 +163,12 @@ type Options struct {
 var builders = map[string]func(Options) Applier{
 	"Application":   func(opts Options) Applier { return ArgoCDApplication{Source: opts.Source, Commits: opts.Commits} },
 	"OCIRepository": func(opts Options) Applier { return FluxOCIRepository{Kustomization: opts.Through} },
-	"GitRepository": func(opts Options) Applier { return FluxGitRepository{Kustomization: opts.Through} },
+	"GitRepository": func(opts Options) Applier {
+		if opts.Through != nil {
+			return FluxGitRepository{Kustomizations: []*unstructured.Unstructured{opts.Through}}
+		}
+		return FluxGitRepository{Kustomizations: opts.Applying}
+	},
 	"Kustomization": func(opts Options) Applier { return FluxKustomization{Image: opts.Image} },
 	"HelmRelease":   func(opts Options) Applier { return FluxHelmRelease{ValuesKey: opts.ValuesKey} },
 }

@@ -182,12 +182,37 @@ func observeThroughKustomization(k *unstructured.Unstructured, digest string) Ob
 }
 
 // FluxGitRepository applies Git commits by pinning spec.ref.commit (Flux then fetches the branch
-// at that commit); landed when the stored artifact is that commit and, when a Kustomization applies
-// the artifact (applyRef.kustomization), that Kustomization is Ready for its generation with the
-// commit as its lastAppliedRevision.
+// at that commit); landed when the stored artifact is that commit and every Kustomization applying
+// the artifact (the one applyRef.kustomization names, or else each labelled for the Stage whose
+// sourceRef is the GitRepository) is Ready for its generation with the commit as its
+// lastAppliedRevision.
 type FluxGitRepository struct {
 	Defaults
-	Kustomization *unstructured.Unstructured
+	Kustomizations []*unstructured.Unstructured
+}
+
+// observeKustomizations judges every Kustomization applying the artifact: a failure of any is the
+// verdict, then the first that has not landed; landed when all have, with each one's evidence.
+func (o FluxGitRepository) observeKustomizations(digest string) Observation {
+	var landed []string
+	var waiting *Observation
+	for _, k := range o.Kustomizations {
+		obs := observeThroughKustomization(k, digest)
+		switch obs.Phase {
+		case Failed:
+			return obs
+		case Landed:
+			landed = append(landed, obs.Message)
+		default:
+			if waiting == nil {
+				waiting = &obs
+			}
+		}
+	}
+	if waiting != nil {
+		return *waiting
+	}
+	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: strings.Join(landed, "; ")}
 }
 
 // gitRepositoryFailures are the Ready reasons with which source-controller gives up fetching.
@@ -231,10 +256,10 @@ func (o FluxGitRepository) Observe(obj *unstructured.Unstructured, digest string
 		unproven = fmt.Sprintf("%s stores artifact %q, not %s yet", describeKind(obj), rev, digest)
 	}
 	source := observeFlux(obj, digest, gitRepositoryFailures, unproven, "artifact "+rev)
-	if o.Kustomization == nil || (source.Phase != Landed && source.Phase != Rechecking) {
+	if len(o.Kustomizations) == 0 || (source.Phase != Landed && source.Phase != Rechecking) {
 		return source
 	}
-	applier := observeThroughKustomization(o.Kustomization, digest)
+	applier := o.observeKustomizations(digest)
 	switch {
 	case source.Phase == Rechecking && applier.Phase == Failed:
 		return applier

@@ -289,13 +289,36 @@ func TestFluxGitRepository(t *testing.T) {
 			g := NewWithT(t)
 			a := FluxGitRepository{}
 			if tc.kustomization != "" {
-				a.Kustomization = fluxObj(t, "Kustomization", 2, tc.kustomization)
+				a.Kustomizations = []*unstructured.Unstructured{fluxObj(t, "Kustomization", 2, tc.kustomization)}
 			}
 			obs := a.Observe(fluxObj(t, "GitRepository", 2, tc.repo), "sha1:"+c2)
 			g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
 			g.Expect(obs.Message).To(ContainSubstring(tc.wantMsg))
 		})
 	}
+
+	t.Run("every Kustomization applying the artifact", func(t *testing.T) {
+		applied := func(c string) *unstructured.Unstructured {
+			return fluxObj(t, "Kustomization", 2, `{status: {observedGeneration: 2, lastAppliedRevision: "main@sha1:`+c+`", conditions: [`+ready("True", "ReconciliationSucceeded")+`]}}`)
+		}
+		failed := fluxObj(t, "Kustomization", 2, `{status: {observedGeneration: 2, lastAttemptedRevision: "main@sha1:`+c2+`", conditions: [`+ready("False", "HealthCheckFailed")+`]}}`)
+		repo := fluxObj(t, "GitRepository", 2, repoAt("main@sha1:"+c2, "True", "Succeeded"))
+		for _, tc := range []struct {
+			name           string
+			kustomizations []*unstructured.Unstructured
+			wantPhase      Phase
+		}{
+			{name: "both applied it", kustomizations: []*unstructured.Unstructured{applied(c2), applied(c2)}, wantPhase: Landed},
+			{name: "one still applies the old commit", kustomizations: []*unstructured.Unstructured{applied(c2), applied(c1)}, wantPhase: Progressing},
+			{name: "one failed it", kustomizations: []*unstructured.Unstructured{applied(c1), failed}, wantPhase: Failed},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				g := NewWithT(t)
+				obs := FluxGitRepository{Kustomizations: tc.kustomizations}.Observe(repo, "sha1:"+c2)
+				g.Expect(obs.Phase).To(Equal(tc.wantPhase), obs.Message)
+			})
+		}
+	})
 
 	t.Run("writes and reads the commit", func(t *testing.T) {
 		g := NewWithT(t)

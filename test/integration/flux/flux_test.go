@@ -416,3 +416,55 @@ func TestGitSourceFollowsAGitRepositoryArtifact(t *testing.T) {
 			HaveField("Message", ContainSubstring("GitRepository '"+ns+"/missing' (spec.source.git.sourceRef) cannot be read")))))
 	}, timeout, interval).Should(Succeed())
 }
+
+// Without applyRef.kustomization, a commit has landed on a GitRepository once every Kustomization
+// labelled for the Stage that applies its artifact has applied it; one labelled for no Stage is
+// no proof either way.
+func TestGitRepositoryLandsThroughEveryKustomization(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	o := createFlux(t, "source.toolkit.fluxcd.io/v1", "GitRepository", ns, "dev",
+		map[string]any{"interval": "1m", "url": "https://git.example/org/config.git", "ref": map[string]any{"branch": "main"}})
+	applying := func(name, stage string) *fluxObject {
+		spec := kustomizationSpec()
+		spec["sourceRef"] = map[string]any{"kind": "GitRepository", "name": "dev"}
+		k := createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, name, spec)
+		u := k.get()
+		u.SetLabels(map[string]string{stagecoachv1.StageLabel: stage})
+		if stage == "" {
+			u.SetLabels(nil)
+		}
+		g.Expect(env.Client.Update(t.Context(), u)).To(Succeed())
+		return k
+	}
+	apps, infra := applying("dev-apps", "dev"), applying("dev-infra", "dev")
+	applying("someone-elses", "")
+	newStage(t, ns, "dev", "GitRepository", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main",
+			Interval: &metav1.Duration{Duration: time.Hour}}}
+	})
+	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
+	g.Expect(env.Client.Create(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "dev", Version: &stagecoachv1.VersionReference{Digest: "sha1:" + commit(2), Tag: commit(2)[:7]}}})).To(Succeed())
+	o.waitFor(func(u *unstructured.Unstructured) bool {
+		c, _, _ := unstructured.NestedString(u.Object, "spec", "ref", "commit")
+		return c == commit(2)
+	})
+	o.succeeded("Succeeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"revision": "main@sha1:" + commit(2), "digest": digest(2),
+			"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
+	})
+	applied := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "main@sha1:"+commit(2), "status", "lastAppliedRevision")
+	}
+	apps.succeeded("ReconciliationSucceeded", applied)
+	g.Eventually(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring("waiting for Kustomization '" + ns + "/dev-infra' to be reconciled"))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(promotion(g, t, ns, "c2").Status.LandedAt).To(BeNil())
+	}, time.Second, interval).Should(Succeed())
+	infra.succeeded("ReconciliationSucceeded", applied)
+	p := eventuallyPhase(t, ns, "c2", stagecoachv1.PhaseSucceeded)
+	g.Expect(p.Status.Message).To(And(ContainSubstring("dev-apps"), ContainSubstring("dev-infra")))
+}
