@@ -79,7 +79,7 @@ func TestValue(t *testing.T) {
 		{name: "maps created on the way", path: "image.digest", in: "replicas: 2\n",
 			want: "replicas: 2\nimage:\n  digest: " + digest + "\n"},
 		{name: "the document that has the key, of several", path: "spec.ref.commit",
-			in: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nspec:\n  ref:\n    branch: main\n",
+			in:   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nspec:\n  ref:\n    branch: main\n",
 			want: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nspec:\n  ref:\n    branch: main\n    commit: " + digest + "\n"},
 		{name: "a path through a value that is not a map", path: "replicas.count", in: "replicas: 2\n", wantErr: "replicas.count"},
 		{name: "an empty key", path: "image..digest", in: "a: b\n", wantErr: `the key path "image..digest" has an empty key`},
