@@ -21,6 +21,9 @@ type Explanation struct {
 	Environment string `json:"environment"`
 	// NotReady says why the Stage is not Ready ("not reconciled yet" before its first reconcile).
 	NotReady string `json:"notReady,omitempty"`
+	// Takes says, for a Stage of Git commits, where they come from (a Stage of OCI digests says
+	// nothing: that is the default).
+	Takes string `json:"takes,omitempty"`
 	// Runs is the verified version running, if any.
 	Runs *stagecoachv1.CurrentVersion `json:"runs,omitempty"`
 	// Promoting is the running Promotion; Waiting the next one to start.
@@ -58,6 +61,7 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 	} else if ready.Status != metav1.ConditionTrue {
 		e.NotReady = ready.Reason + ": " + ready.Message
 	}
+	e.Takes = takes(stage.Spec.Source.Git, stage.Namespace)
 	e.Runs = stage.Status.Current.DeepCopy()
 	q := Queue(promotions)
 	if p := q.Running; p != nil && p.Status.Version != nil {
@@ -107,6 +111,9 @@ func (e Explanation) Lines() []string {
 		add("runs:      %s%s", describeVersion(cur.Version, cur.Digest), verified)
 	} else {
 		add("runs:      nothing verified yet")
+	}
+	if e.Takes != "" {
+		add("takes:     %s", e.Takes)
 	}
 	if p := e.Promoting; p != nil {
 		add("promoting: Promotion %s applies %s: %s", p.Name, describeVersion(p.Version.Tag, p.Version.Digest), p.Message)
@@ -179,4 +186,27 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// takes says where a git source's commits come from, "" for any other source.
+func takes(src *stagecoachv1.GitSource, namespace string) string {
+	if src == nil {
+		return ""
+	}
+	var b strings.Builder
+	switch {
+	case src.SourceRef != nil:
+		fmt.Fprintf(&b, "Git commits that Flux GitRepository '%s/%s' fetched", namespace, src.SourceRef.Name)
+	case src.Semver != "":
+		fmt.Fprintf(&b, "Git commits of %s (tags meeting %q)", src.URL, src.Semver)
+	default:
+		fmt.Fprintf(&b, "Git commits of %s (branch %s)", src.URL, src.Branch)
+	}
+	if len(src.Paths) > 0 {
+		fmt.Fprintf(&b, " that change %s", strings.Join(src.Paths, ", "))
+	}
+	if v := src.Verify; v != nil {
+		fmt.Fprintf(&b, ", signed (%s) by a key of Secret '%s/%s'", v.GetMode(), namespace, v.SecretRef.Name)
+	}
+	return b.String()
 }

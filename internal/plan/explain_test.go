@@ -30,6 +30,10 @@ func TestExplain(t *testing.T) {
 		promotions []stagecoachv1.Promotion
 		want       []string
 	}{
+		{name: "a Stage of Git commits says so", stage: func(s *stagecoachv1.Stage) {
+			s.Spec.Source.Git = &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main", Paths: []string{"overlays/prod"},
+				Verify: &stagecoachv1.GitVerification{SecretRef: stagecoachv1.LocalObjectReference{Name: "signers"}}}
+		}, want: []string{"  takes:     Git commits of https://git.example/org/config.git (branch main) that change overlays/prod, signed (HEAD) by a key of Secret 'prod/signers'"}},
 		{name: "new Stage", stage: func(s *stagecoachv1.Stage) { s.Status.Conditions = nil },
 			want: []string{"prod/payments (payments, prod)", "  not reconciled yet", "  runs:      nothing verified yet", "  nothing to do"}},
 		{name: "running a promotion", promotions: []stagecoachv1.Promotion{running},
