@@ -149,8 +149,10 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 }
 
 var (
-	// An OCI digest, or a Git commit (a git source's version).
-	digestRE = regexp.MustCompile(`^(sha256:[0-9a-f]{64}|sha1:[0-9a-f]{40})$`)
+	// digestRE: a record's digest (prev), always sha256.
+	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// versionDigestRE: a version's digest, an OCI digest or a Git commit (a git source's).
+	versionDigestRE = regexp.MustCompile(`^(sha256:[0-9a-f]{64}|sha1:[0-9a-f]{40})$`)
 	// Stream ids are <cluster>/<namespace>/<name>: cluster a lowercase DNS label (the first hex
 	// digits of kube-system's UID, or a name the operator chose), namespace a DNS label, name a
 	// DNS subdomain.
@@ -267,8 +269,8 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("record seq %d: action %s needs a version", r.Seq, r.Action)
 	}
 	for _, v := range []*Version{r.Version, r.Restored} {
-		if v != nil && !digestRE.MatchString(v.Digest) {
-			return fmt.Errorf("record seq %d: version digest %q is not sha256:<64 hex>", r.Seq, v.Digest)
+		if v != nil && !versionDigestRE.MatchString(v.Digest) {
+			return fmt.Errorf("record seq %d: version digest %q is not sha256:<64 hex> (nor a Git commit, sha1:<40 hex>)", r.Seq, v.Digest)
 		}
 	}
 	if r.BreakGlass != nil && strings.TrimSpace(r.BreakGlass.Reason) == "" {

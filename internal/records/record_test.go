@@ -84,6 +84,8 @@ func TestDecodeRefuses(t *testing.T) {
 		{name: "verdict not allowed", in: strings.Replace(s, `"verdict":"Succeeded"`, `"verdict":"Verified"`, 1), wantErr: `cannot have verdict "Verified"`},
 		{name: "bad digest", in: strings.Replace(s, digestA, "sha256:XYZ", 1), wantErr: "is not sha256:<64 hex>"},
 		{name: "prev not a digest", in: strings.Replace(s, `"prev":"`+digestB+`"`, `"prev":"record-1"`, 1), wantErr: `prev "record-1" must be the sha256 digest`},
+		// A Git commit is a version's digest, never a record's.
+		{name: "prev a commit", in: strings.Replace(s, `"prev":"`+digestB+`"`, `"prev":"sha1:`+strings.Repeat("c", 40)+`"`, 1), wantErr: `must be the sha256 digest`},
 		{name: "bad stream", in: strings.Replace(s, testStream, "staging/payments", 1), wantErr: "is not <cluster>/<namespace>/<name>"},
 		{name: "break glass without reason", in: strings.Replace(s, `"hotfix <CVE> & co"`, `" "`, 1), wantErr: "needs a reason"},
 	}
@@ -113,6 +115,8 @@ func TestValidate(t *testing.T) {
 		{name: "gate without name", edit: func(r *Record) { r.Gates[0].Name = "" }, wantErr: "gates[0] has no name"},
 		{name: "no recorded time", edit: func(r *Record) { r.Times.Recorded = Time{} }, wantErr: "times.recorded is required"},
 		{name: "no stage", edit: func(r *Record) { r.Stage.Name = "" }, wantErr: "required"},
+		{name: "a Git commit as the version", edit: func(r *Record) { r.Version.Digest = "sha1:" + strings.Repeat("c", 40) }},
+		{name: "a Git commit as prev", edit: func(r *Record) { r.Prev = "sha1:" + strings.Repeat("c", 40) }, wantErr: "must be the sha256 digest"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
