@@ -98,7 +98,11 @@ describe('format, history and summary', () => {
     ['garbage', ''],
   ])('relative(%s) = %s', (iso, want) => expect(relative(iso, now)).toBe(want));
 
-  it('shortens digests', () => expect(shortDigest('sha256:0123456789abcdef')).toBe('sha256:0123456789ab'));
+  it.each([
+    ['sha256:0123456789abcdef', 'sha256:0123456789ab'],
+    // A Git commit, the version of a Stage whose source is git.
+    ['sha1:c8926ec405607f0c665b8f24011347615d8332de', 'sha1:c8926ec40560'],
+  ])('shortens digest %s to %s', (digest, want) => expect(shortDigest(digest)).toBe(want));
 
   it('lists promotions and rollbacks of all stages, newest first', () => {
     expect(history(pipeline().stages!).map((r) => `${r.stage}:${r.action}`)).toEqual(['dev:Promote', 'staging:Rollback', 'staging:Promote']);
