@@ -22,13 +22,15 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 	ref := stage.Spec.ApplyRef
 	described := fmt.Sprintf("%s '%s/%s'", ref.Kind, stage.Namespace, ref.Name)
 	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through, Applying: v.applying}
-	if kind, known := r.versionKindOf(ctx, stage); known && kind == applier.GitCommits {
-		opts.Commits = true
+	offers, known := r.versionKindOf(ctx, stage)
+	opts.Commits = known && offers == applier.GitCommits
+	mismatch := func(takes applier.VersionKind) bool {
+		return known && versionKindMismatch(stage, offers, takes, described, v)
 	}
 	switch app := applier.For(v.gvk.GroupKind(), opts); {
-	case app != nil && r.versionKindMismatch(ctx, stage, app.Takes(v.obj), described, v):
+	case app != nil && mismatch(app.Takes(v.obj)):
 		return nil
-	case v.gvk.GroupKind() == applicationSetGVK.GroupKind() && r.versionKindMismatch(ctx, stage, applier.OCIDigests, described, v):
+	case v.gvk.GroupKind() == applicationSetGVK.GroupKind() && mismatch(applier.OCIDigests):
 		return nil
 	case app != nil:
 		if stage.Spec.Completion != nil {
@@ -132,11 +134,10 @@ func (s *schemaChecks) forget(key types.NamespacedName) {
 }
 
 // versionKindMismatch turns the verdict not ready when the applier takes another kind of version
-// than the Stage's source offers (a Flux GitRepository for OCI digests, an OCIRepository for Git
+// than the Stage's source offers (offers: versionKindOf) (a Flux GitRepository for OCI digests, an OCIRepository for Git
 // commits): every promote would fail at the write.
-func (r *Reconciler) versionKindMismatch(ctx context.Context, stage *stagecoachv1.Stage, takes applier.VersionKind, described string, v *applierVerdict) bool {
-	offers, known := r.versionKindOf(ctx, stage)
-	if !known || takes == applier.AnyVersion || takes == offers {
+func versionKindMismatch(stage *stagecoachv1.Stage, offers, takes applier.VersionKind, described string, v *applierVerdict) bool {
+	if takes == applier.AnyVersion || takes == offers {
 		return false
 	}
 	v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonVersionKindMismatch, true

@@ -133,31 +133,60 @@ func (FluxOCIRepository) SetRevision(obj *unstructured.Unstructured, v Version, 
 
 // Observe implements Applier.
 func (o FluxOCIRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	var applying []*unstructured.Unstructured
+	if o.Kustomization != nil {
+		applying = []*unstructured.Unstructured{o.Kustomization}
+	}
+	return observeSource(obj, digest, []string{"FetchFailed", "StorageOperationFailed", "VerificationError", "InvalidURL", "AuthenticationFailed"}, applying)
+}
+
+// observeSource judges a Flux source (an OCIRepository, a GitRepository) told to fetch digest:
+// its stored artifact must name the digest and, when Kustomizations apply the artifact, each must
+// have applied it (observeKustomizations).
+func observeSource(obj *unstructured.Unstructured, digest string, failures []string, applying []*unstructured.Unstructured) Observation {
 	rev, _, _ := unstructured.NestedString(obj.Object, "status", "artifact", "revision")
 	unproven := ""
 	if !revisionNames(rev, digest) {
 		unproven = fmt.Sprintf("%s stores artifact %q, not %s yet", describeKind(obj), rev, digest)
 	}
-	source := observeFlux(obj, digest, []string{"FetchFailed", "StorageOperationFailed", "VerificationError", "InvalidURL", "AuthenticationFailed"},
-		unproven, "artifact "+rev)
-	if o.Kustomization == nil || (source.Phase != Landed && source.Phase != Rechecking) {
+	source := observeFlux(obj, digest, failures, unproven, "artifact "+rev)
+	if len(applying) == 0 || (source.Phase != Landed && source.Phase != Rechecking) {
 		return source
 	}
-	applier := o.observeThrough(digest)
+	applied := observeKustomizations(applying, digest)
 	switch {
-	case source.Phase == Rechecking && applier.Phase == Failed:
-		return applier // the source checking its artifact again hides nothing the Kustomization reports
+	case source.Phase == Rechecking && applied.Phase == Failed:
+		return applied // the source checking its artifact again hides nothing a Kustomization reports
 	case source.Phase == Rechecking:
 		return source
-	case applier.Phase == Landed:
-		applier.Message = source.Message + "; " + applier.Message
+	case applied.Phase == Landed:
+		applied.Message = source.Message + "; " + applied.Message
 	}
-	return applier
+	return applied
 }
 
-// observeThrough judges the Kustomization that applies the artifact (observeThroughKustomization).
-func (o FluxOCIRepository) observeThrough(digest string) Observation {
-	return observeThroughKustomization(o.Kustomization, digest)
+// observeKustomizations judges every Kustomization applying an artifact: a failure of any is the
+// verdict, then the first that has not landed; landed when all have, with each one's evidence.
+func observeKustomizations(applying []*unstructured.Unstructured, digest string) Observation {
+	var landed []string
+	var waiting *Observation
+	for _, k := range applying {
+		obs := observeThroughKustomization(k, digest)
+		switch obs.Phase {
+		case Failed:
+			return obs
+		case Landed:
+			landed = append(landed, obs.Message)
+		default:
+			if waiting == nil {
+				waiting = &obs
+			}
+		}
+	}
+	if waiting != nil {
+		return *waiting
+	}
+	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: strings.Join(landed, "; ")}
 }
 
 // observeThroughKustomization judges the Kustomization k that applies a source's artifact. Its
@@ -189,30 +218,6 @@ func observeThroughKustomization(k *unstructured.Unstructured, digest string) Ob
 type FluxGitRepository struct {
 	Defaults
 	Kustomizations []*unstructured.Unstructured
-}
-
-// observeKustomizations judges every Kustomization applying the artifact: a failure of any is the
-// verdict, then the first that has not landed; landed when all have, with each one's evidence.
-func (o FluxGitRepository) observeKustomizations(digest string) Observation {
-	var landed []string
-	var waiting *Observation
-	for _, k := range o.Kustomizations {
-		obs := observeThroughKustomization(k, digest)
-		switch obs.Phase {
-		case Failed:
-			return obs
-		case Landed:
-			landed = append(landed, obs.Message)
-		default:
-			if waiting == nil {
-				waiting = &obs
-			}
-		}
-	}
-	if waiting != nil {
-		return *waiting
-	}
-	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: strings.Join(landed, "; ")}
 }
 
 // gitRepositoryFailures are the Ready reasons with which source-controller gives up fetching.
@@ -250,25 +255,7 @@ func (FluxGitRepository) SetRevision(obj *unstructured.Unstructured, v Version, 
 
 // Observe implements Applier.
 func (o FluxGitRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
-	rev, _, _ := unstructured.NestedString(obj.Object, "status", "artifact", "revision")
-	unproven := ""
-	if !revisionNames(rev, digest) {
-		unproven = fmt.Sprintf("%s stores artifact %q, not %s yet", describeKind(obj), rev, digest)
-	}
-	source := observeFlux(obj, digest, gitRepositoryFailures, unproven, "artifact "+rev)
-	if len(o.Kustomizations) == 0 || (source.Phase != Landed && source.Phase != Rechecking) {
-		return source
-	}
-	applier := o.observeKustomizations(digest)
-	switch {
-	case source.Phase == Rechecking && applier.Phase == Failed:
-		return applier
-	case source.Phase == Rechecking:
-		return source
-	case applier.Phase == Landed:
-		applier.Message = source.Message + "; " + applier.Message
-	}
-	return applier
+	return observeSource(obj, digest, gitRepositoryFailures, o.Kustomizations)
 }
 
 // substitutionFailures are the Ready reasons with which kustomize-controller gives up on a

@@ -40,7 +40,7 @@ func TestConfigRepositoryDelivery(t *testing.T) {
 
 	sc.G.Expect(sc.Client.Create(sc.Ctx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sc.NS, Name: "config-signers"},
 		Data: map[string][]byte{"release.asc": release.Public}})).To(Succeed())
-	sc.Apply(fmt.Sprintf(jobGrantYAML, sc.NS))
+	sc.Apply(localstack.JobGrantYAML(sc.NS))
 	flux := func(env string) string {
 		return fmt.Sprintf(`
 apiVersion: source.toolkit.fluxcd.io/v1

@@ -17,21 +17,6 @@ import (
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
 
-// jobGrantYAML is what an operator grants Stagecoach's controller for Job runs in one namespace:
-// create them, read them while they run, mark and prune them.
-const jobGrantYAML = `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: stagecoach-run-jobs, namespace: %[1]s}
-rules: [{apiGroups: [batch], resources: [jobs], verbs: [create, get, list, patch, delete]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: stagecoach-run-jobs, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stagecoach-run-jobs}
-subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
-`
-
 // A Job run gates a promotion end to end: after each version lands on a Deployment, the Stage's
 // verification check creates a Job of the version's tests; kube-controller-manager's Job controller
 // creates its Pod and, once the Pod has ended (the stand-in kubelet exits it with the code the
@@ -45,7 +30,7 @@ func TestJobRunGatesThePromotion(t *testing.T) {
 	v2 := sc.Push(repo, "v2.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap("web", "v2.0.0")})
 
 	grantDeployments(sc)
-	sc.Apply(fmt.Sprintf(jobGrantYAML, sc.NS))
+	sc.Apply(localstack.JobGrantYAML(sc.NS))
 	sc.Apply(fmt.Sprintf(`
 apiVersion: apps/v1
 kind: Deployment

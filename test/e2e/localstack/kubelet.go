@@ -2,6 +2,7 @@ package localstack
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -78,4 +79,22 @@ func endPod(ctx context.Context, c client.Client, pod *corev1.Pod) error {
 				ExitCode: int32(code), Reason: reason, StartedAt: now, FinishedAt: now}}})
 	}
 	return c.Status().Update(ctx, pod)
+}
+
+// JobGrantYAML is what an operator grants Stagecoach's controller for Job run checks in namespace
+// (the install grants it no rights on run kinds): create them, read them while they run, mark and
+// prune them.
+func JobGrantYAML(namespace string) string {
+	return fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: stagecoach-run-jobs, namespace: %[1]s}
+rules: [{apiGroups: [batch], resources: [jobs], verbs: [create, get, list, patch, delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: stagecoach-run-jobs, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stagecoach-run-jobs}
+subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
+`, namespace)
 }

@@ -31,21 +31,6 @@ type ConfigDelivery struct {
 	Stages, Targets map[string]string
 }
 
-// configGrantYAML lets the controller run Job checks in the namespace (the install grants it no
-// rights on run kinds).
-const configGrantYAML = `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: stagecoach-run-jobs, namespace: %[1]s}
-rules: [{apiGroups: [batch], resources: [jobs], verbs: [create, get, list, patch, delete]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: stagecoach-run-jobs, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stagecoach-run-jobs}
-subjects: [{kind: ServiceAccount, name: stagecoach-controller, namespace: stagecoach-system}]
-`
-
 // SetupConfig creates the config repository's delivery for service in namespace (created if
 // missing). Its Stages are named <service>-dev and <service>-staging.
 func SetupConfig(ctx context.Context, s *localstack.Stack, namespace, service string) (*ConfigDelivery, error) {
@@ -60,7 +45,7 @@ func SetupConfig(ctx context.Context, s *localstack.Stack, namespace, service st
 		d.Targets[env] = namespace + "-" + service + "-" + env
 	}
 	url := s.Git.URL(d.Repo)
-	objects := fmt.Sprintf(configGrantYAML, namespace) + fmt.Sprintf(`
+	objects := localstack.JobGrantYAML(namespace) + fmt.Sprintf(`
 ---
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
