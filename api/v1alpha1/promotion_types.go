@@ -150,6 +150,22 @@ type PromotionStatus struct {
 	// Message says what happened last, for people.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// Commit is the commit this Promotion pushed (promotion.git), at which its landing is proven.
+	// +optional
+	Commit *PushedCommit `json:"commit,omitempty"`
+}
+
+// PushedCommit is a commit Stagecoach pushed to an environment's branch.
+type PushedCommit struct {
+	// SHA of the commit.
+	SHA string `json:"sha"`
+	// Branch it was pushed to.
+	Branch string `json:"branch"`
+	// Written reports whether this Promotion made the commit; false when the branch already held
+	// the version (nothing to commit).
+	// +optional
+	Written bool `json:"written,omitempty"`
 }
 
 // GateResult is one gate's verdict.

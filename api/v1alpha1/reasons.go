@@ -193,6 +193,15 @@ const (
 	ReasonSourceRewound = "SourceRewound"
 	// ReasonVersionKindMismatch: the source's versions are commits, the applier takes digests.
 	ReasonVersionKindMismatch = "VersionKindMismatch"
+	// promotion.git
+	// ReasonApplierNotOnBranch: the applier does not sync promotion.git's repository and branch,
+	// so what Stagecoach pushes would never run.
+	ReasonApplierNotOnBranch = "ApplierNotOnBranch"
+	// ReasonGitWriteFailed: the promotion could not be written (a file or images entry missing,
+	// a commit of no branch, credentials refused); nothing was pushed.
+	ReasonGitWriteFailed = "GitWriteFailed"
+	// ReasonGitPushed: the Promotion's commit is on the environment's branch.
+	ReasonGitPushed = "GitPushed"
 	// signatures (the verifier's verdicts, and why there is none)
 	ReasonSignatureVerified       = "SignatureVerified"
 	ReasonSignatureMissing        = "SignatureMissing"

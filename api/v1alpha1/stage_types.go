@@ -30,6 +30,8 @@ type Stage struct {
 
 // StageSpec is the desired behaviour of a Stage.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.promotion) || !has(self.promotion.git) || self.applyRef.kind in ['Application', 'GitRepository']",message="promotion.git needs an applyRef that syncs the environment's branch: an Argo CD Application or a Flux GitRepository"
+// +kubebuilder:validation:XValidation:rule="!has(self.promotion) || !has(self.promotion.git) || !has(self.promotion.git.merge) || !self.promotion.git.merge || has(self.source.git)",message="promotion.git.merge merges a promoted commit: the Stage needs source.git (a Stage of Git commits); to promote an image digest, use promotion.git.set"
 // +kubebuilder:validation:XValidation:rule="!has(self.waves) || size(self.waves) == 0 || self.applyRef.kind == 'ApplicationSet'",message="waves are only allowed when applyRef.kind is ApplicationSet: waves roll a version out over the clusters of an ApplicationSet"
 // +kubebuilder:validation:XValidation:rule="has(self.completion) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease']",message="spec.completion is required for an applyRef kind without a built-in observer: say how to read completion from its status (observedCompletion or observedMatches)"
 // +kubebuilder:validation:XValidation:rule="has(self.applyRef.set) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease']",message="spec.applyRef.set is required for an applyRef kind without a built-in applier: say which fields carry the version, for example {path: /spec/template/spec/containers/0/image, value: '{{ .Image }}'}"
@@ -575,6 +577,107 @@ type PromotionPolicy struct {
 	// +listMapKey=name
 	// +optional
 	Checks []Check `json:"checks,omitempty"`
+
+	// Git makes each promotion a commit to the environment's branch of a Git repository instead
+	// of a write to the applier: Git keeps saying what runs. applyRef is then the engine object
+	// that syncs that branch (an Argo CD Application whose Git source follows it, or a Flux
+	// GitRepository on it), and a version has landed when that object runs the commit Stagecoach
+	// pushed.
+	// +optional
+	Git *GitPromotion `json:"git,omitempty"`
+}
+
+// GitPromotion is how a promotion is written to Git: the environment's repository and branch,
+// what the commit changes (set a version into files, or merge the promoted commit), and who signs.
+// +kubebuilder:validation:XValidation:rule="(has(self.set) && size(self.set) > 0) != (has(self.merge) && self.merge)",message="promotion.git must set exactly one of set (write the version into files) or merge: true (merge the promoted commit of a Stage of Git commits)"
+// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('http://') || self.insecure",message="promotion.git.url uses plain http: use https, or set insecure: true for a server you trust on your network"
+type GitPromotion struct {
+	// URL of the environment's repository: https://, ssh:// or (with insecure) http://.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^/]+/.+')",message="promotion.git.url must be an https://, ssh:// or http:// URL of a repository, for example https://git.example/org/config.git"
+	// +required
+	URL string `json:"url"`
+
+	// SecretRef names a Secret in the Stage's namespace with credentials that may push, in the
+	// format of Flux's GitRepository: username and password, bearerToken, or identity and
+	// known_hosts (SSH). The Stage's author must be allowed to read it.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Insecure allows plain HTTP.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// Branch of the environment, which the applier syncs; it must exist.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('refs/') && !self.contains('..') && !self.endsWith('/')",message="promotion.git.branch is a branch name such as env/staging, not a ref"
+	// +required
+	Branch string `json:"branch"`
+
+	// Set writes the version into files of the branch, keeping their comments and order.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Set []GitFileEdit `json:"set,omitempty"`
+
+	// Merge fast-forwards the branch to the promoted commit (a Stage of Git commits of this
+	// repository), or, when the branch has commits of its own, commits the promoted commit's
+	// tree on top of it with both as parents: the branch then holds exactly what was promoted.
+	// +optional
+	Merge bool `json:"merge,omitempty"`
+
+	// Author of the commits (default Stagecoach <stagecoach@stagecoach.dev>).
+	// +optional
+	Author *GitAuthor `json:"author,omitempty"`
+
+	// SigningKeyRef names a Secret in the Stage's namespace whose key signs each commit, in the
+	// format of Flux's ImageUpdateAutomation: git.asc (an armored OpenPGP private key) with an
+	// optional passphrase, or identity (an SSH private key) with an optional password. Branch
+	// protection can then require signed commits; Argo CD verifies OpenPGP signatures only.
+	// +optional
+	SigningKeyRef *LocalObjectReference `json:"signingKeyRef,omitempty"`
+}
+
+// GitFileEdit writes the version into one file.
+// +kubebuilder:validation:XValidation:rule="has(self.image) != has(self.key)",message="a promotion.git.set entry must set exactly one of image (a kustomization's images entry) or key (a YAML path)"
+// +kubebuilder:validation:XValidation:rule="!has(self.value) || has(self.key)",message="promotion.git.set value goes with key: an image entry is given the digest"
+type GitFileEdit struct {
+	// Path of the file in the repository, for example overlays/staging/kustomization.yaml.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="promotion.git.set path is relative to the repository's root and stays inside it"
+	// +required
+	Path string `json:"path"`
+
+	// Image names the entry of the kustomization's images list whose digest is set (newTag is
+	// removed: the digest decides).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Key is a dotted YAML path, for example image.digest, set to value in every document of the
+	// file that has it (created where missing).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// Value written at key: a template of {{ .Digest }}, {{ .Version }}, {{ .Revision }} (a
+	// commit's SHA) and {{ .Stage }}; default {{ .Digest }}.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Value string `json:"value,omitempty"`
+}
+
+// GitAuthor is who a commit says wrote it.
+type GitAuthor struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Email string `json:"email"`
 }
 
 // ApprovalPolicy requires Approvals from members of groups.
@@ -838,6 +941,12 @@ type StageStatus struct {
 	// foreign write.
 	// +optional
 	Adopted *AdoptedRevision `json:"adopted,omitempty"`
+
+	// LastCommit is the commit Stagecoach last pushed to promotion.git.branch (or found there when
+	// it first wrote); a later commit on the files it writes that it did not make is a foreign
+	// write.
+	// +optional
+	LastCommit string `json:"lastCommit,omitempty"`
 
 	// Hold stops automatic promotion until a person promotes, after a failure.
 	// +optional

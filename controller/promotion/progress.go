@@ -65,7 +65,7 @@ func (applierRollout) phaseOnApplier() bool { return true }
 
 // step moves the Promotion one step, from what the applier reports (plan.Progress).
 func (a applierRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (time.Duration, error) {
-	stage, version := run.stage, p.Status.Version
+	version := p.Status.Version
 	obs := a.applier.Observe(run.obj, version.Digest)
 	if obs.Phase == applier.Progressing && p.Status.AppliedAt != nil {
 		// A rollback after a sync the cluster refused: Argo CD finds the old version running and
@@ -79,14 +79,26 @@ func (a applierRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Prom
 		// Completion rules not met yet (seed 000): the Stage says it waits on them.
 		run.setStageCondition(stagecoachv1.ConditionPromoting, metav1.ConditionUnknown, obs.Reason, obs.Message)
 	}
+	return run.advance(ctx, p, obs, a.applier, func() (bool, string, error) {
+		applied, err := a.apply(ctx, run, p)
+		return applied, "applied " + versionString(version) + "; waiting for the engine", err
+	})
+}
+
+// advance takes the step plan.Progress decides from what the engine reports (obs): apply (once,
+// through apply, which says what the Promotion's message becomes), landed, wait, verify or fail.
+func (run *Run) advance(ctx context.Context, p *stagecoachv1.Promotion, obs applier.Observation, a applier.Applier,
+	apply func() (bool, string, error)) (time.Duration, error) {
+	stage := run.stage
 	d := plan.Progress(p, obs, run.now, stage.GetGrace(), stage.GetProgressDeadline())
 	switch d.Step {
 	case plan.StepApply:
-		if applied, err := a.apply(ctx, run, p); err != nil || !applied {
+		applied, message, err := apply()
+		if err != nil || !applied {
 			return 0, err
 		}
 		run.markApplied(p, "")
-		p.Status.Message = "applied " + versionString(version) + "; waiting for the engine"
+		p.Status.Message = message
 		// Look again by the deadline even if the engine never writes.
 		d.RequeueAfter = stage.GetProgressDeadline()
 	case plan.StepLanded:
@@ -101,7 +113,7 @@ func (a applierRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Prom
 		// Without a grace period, landing and verifying are one step.
 		run.markLanded(p, d.Message)
 		// A chart given by version: its tag must still name the digest (chart.go).
-		moved, err := run.tagMoved(ctx, a.applier, p)
+		moved, err := run.tagMoved(ctx, a, p)
 		if err != nil {
 			return 0, err
 		}

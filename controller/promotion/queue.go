@@ -123,6 +123,9 @@ func (run *Run) control(ctx context.Context, p *stagecoachv1.Promotion) error {
 	// A person looked at what someone else wrote to the applier and accepts it: the next
 	// promote may write over it.
 	// The applier cannot be read now (no rollout): there is nothing written to accept.
+	if g, ok := run.rollout.(gitRollout); ok {
+		message += g.acceptBranch(run)
+	}
 	if run.rollout != nil && run.obj != nil {
 		if current := run.rollout.revision(run); current != stage.Status.LastAppliedDigest {
 			stage.Status.LastAppliedDigest = current

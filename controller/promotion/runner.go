@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stagecoach-dev/stagecoach/controller/chart"
+	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
@@ -45,6 +46,8 @@ type Runner struct {
 	Follower       *recordsource.Source
 	// GitSource offers a git source's commits and verifies their signatures.
 	GitSource *gitsource.Source
+	// GitWriter pushes the Promotions of Stages that promote by commit (spec.promotion.git).
+	GitWriter *gitwrite.Writer
 	// Charts resolves the tag of a chart given by version where the engine pulls it.
 	Charts chart.Resolver
 

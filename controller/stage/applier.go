@@ -49,6 +49,8 @@ type applierVerdict struct {
 	// applying are the Kustomizations labelled for the Stage that apply its GitRepository's
 	// artifact (when applyRef.kustomization names none).
 	applying []*unstructured.Unstructured
+	// git is set when the Stage promotes by commit to the branch the applier syncs.
+	git *stagecoachv1.GitPromotion
 }
 
 // checkEngine applies the engine's own rules to a readable, labelled applier.
@@ -69,6 +71,8 @@ func (v *applierVerdict) rollout() promotion.Rollout {
 	switch {
 	case v.fleet != nil:
 		return v.fleet
+	case v.engine != nil && v.git != nil:
+		return promotion.GitRollout(v.engine, *v.git)
 	case v.engine != nil:
 		return promotion.ApplierRollout(v.engine)
 	}
@@ -85,6 +89,10 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
 	case v.rollout() == nil || !v.ready:
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
+	case v.git != nil:
+		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
+			fmt.Sprintf("%s '%s/%s' runs what branch %s of %s holds, and Stagecoach writes the version there; a commit by someone else to what it writes freezes the Stage (protect the branch so that only Stagecoach's key may push)",
+				v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name, v.git.Branch, v.git.URL))
 	case v.engine != nil && v.engine.PinsTag(v.obj) && v.byVersion != "":
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion, v.byVersion)
 	case v.engine != nil && v.engine.PinsTag(v.obj):

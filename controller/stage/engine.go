@@ -24,6 +24,12 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through, Applying: v.applying}
 	offers, known := r.versionKindOf(ctx, stage)
 	opts.Commits = known && offers == applier.GitCommits
+	byCommit := stage.Spec.Promotion != nil && stage.Spec.Promotion.Git != nil
+	if byCommit {
+		// Promotion by commit: whatever the version, the applier runs the commits pushed, and is
+		// only read (git.go).
+		opts.Commits, known = true, false
+	}
 	mismatch := func(takes applier.VersionKind) bool {
 		return known && versionKindMismatch(stage, offers, takes, described, v)
 	}
@@ -38,6 +44,9 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 		}
 		v.engine = app
 		v.checkEngine(stage)
+		if byCommit {
+			return r.checkGitPromotion(ctx, stage, v) // git.go
+		}
 		if err := r.checkGenerator(ctx, stage, v); err != nil { // an Application's ApplicationSet (appset.go)
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
 	"github.com/stagecoach-dev/stagecoach/controller/records"
 	"github.com/stagecoach-dev/stagecoach/internal/authz"
+	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
@@ -79,6 +80,8 @@ type Reconciler struct {
 	Follower *recordsource.Source
 	// GitSource reads git sources (one clone per repository); set up with the runner when nil.
 	GitSource *gitsource.Source
+	// GitWriter pushes promotions by commit (one clone per repository); made with the runner when nil.
+	GitWriter *gitwrite.Writer
 	// PolicyRecheckInterval is how long the answer to "are the admission policies installed" is kept.
 	PolicyRecheckInterval time.Duration
 

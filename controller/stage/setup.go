@@ -26,6 +26,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/hooks"
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
+	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/runcheck"
 	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
@@ -347,11 +348,14 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 	if r.GitSource == nil {
 		r.GitSource = &gitsource.Source{Reader: r.APIReader}
 	}
+	if r.GitWriter == nil {
+		r.GitWriter = gitwrite.New()
+	}
 	return &promotion.Runner{
 		Client: r.Client, APIReader: r.APIReader, Identity: r.Identity, Events: r.Events, FluxEvents: r.FluxEvents,
 		Clock: r.Clock, ClusterFreezeNamespace: r.ClusterFreezeNamespace, ServerVersion: r.ServerVersion, Observer: r.Observer,
 		RegistrySource: &registry.Source{Lister: r.Registry, Secrets: r.APIReader, Verdicts: verdicts},
-		Follower:       r.Follower, GitSource: r.GitSource, Charts: r.charts(),
+		Follower:       r.Follower, GitSource: r.GitSource, GitWriter: r.GitWriter, Charts: r.charts(),
 		Verdicts: verdicts, RegistryTransport: r.RegistryTransport, SigstoreTrustedRoot: r.SigstoreTrustedRoot,
 		Checks: promotion.NewCheckRuns(&check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets,
 			// A run's deadline counts from its creationTimestamp, the API server's time: the real clock.

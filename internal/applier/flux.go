@@ -12,7 +12,7 @@ import (
 )
 
 // RequestedAtAnnotation asks a Flux controller to reconcile now.
-const requestedAtAnnotation = "reconcile.fluxcd.io/requestedAt"
+const RequestedAtAnnotation = "reconcile.fluxcd.io/requestedAt"
 
 // Substitution variables a Kustomization's manifests use for the promoted version.
 const (
@@ -38,7 +38,7 @@ func nudge(obj *unstructured.Unstructured, now time.Time) {
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[requestedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	a[RequestedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
 	obj.SetAnnotations(a)
 }
 

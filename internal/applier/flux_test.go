@@ -99,7 +99,7 @@ func TestFluxSetRevision(t *testing.T) {
 			got, _, _ := unstructured.NestedFieldCopy(obj.Object, tc.path...)
 			g.Expect(got).To(Equal(tc.want))
 			g.Expect(tc.applier.Revision(obj)).To(Equal(d2))
-			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue(requestedAtAnnotation, "2026-11-30T12:00:00Z"))
+			g.Expect(obj.GetAnnotations()).To(HaveKeyWithValue(RequestedAtAnnotation, "2026-11-30T12:00:00Z"))
 		})
 	}
 }
@@ -331,7 +331,7 @@ func TestFluxGitRepository(t *testing.T) {
 		g.Expect(commit).To(Equal(c1))
 		g.Expect(branch).To(Equal("main"), "the branch stays: Flux fetches it at the commit")
 		g.Expect(a.Revision(repo)).To(Equal("sha1:" + c1))
-		g.Expect(repo.GetAnnotations()).To(HaveKey(requestedAtAnnotation))
+		g.Expect(repo.GetAnnotations()).To(HaveKey(RequestedAtAnnotation))
 		g.Expect(a.SetRevision(repo, Version{Digest: d1}, time.Now())).To(MatchError(ContainSubstring("takes Git commits (sha1:<SHA>), not " + d1)))
 		g.Expect(a.Takes(repo)).To(Equal(GitCommits))
 		g.Expect(FluxOCIRepository{}.Takes(repo)).To(Equal(OCIDigests))

@@ -99,7 +99,7 @@ func branchVersions(repo *gogit.Repository, branch, at string, paths []string, c
 		}
 		walked++
 		if len(paths) > 0 {
-			touched, err := touches(c, paths)
+			touched, err := Touches(c, paths)
 			if err != nil || !touched {
 				return err
 			}
@@ -115,9 +115,9 @@ func branchVersions(repo *gogit.Repository, branch, at string, paths []string, c
 
 var errStop = errors.New("stop")
 
-// touches reports whether c changes a file under one of paths, compared with its first parent
+// Touches reports whether c changes a file under one of paths, compared with its first parent
 // (a root commit adds every file it has).
-func touches(c *object.Commit, paths []string) (bool, error) {
+func Touches(c *object.Commit, paths []string) (bool, error) {
 	tree, err := c.Tree()
 	if err != nil {
 		return false, err

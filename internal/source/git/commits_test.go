@@ -12,7 +12,7 @@ import (
 )
 
 // fetched fetches refspec of srv into a new clone, as the source does.
-func fetched(t *testing.T, srv *gittest.Server, creds credentials, refspec string) (*repository, error) {
+func fetched(t *testing.T, srv *gittest.Server, creds Credentials, refspec string) (*repository, error) {
 	t.Helper()
 	r := &repository{}
 	return r, r.fetch(t.Context(), srv.URL, creds, refspec)
@@ -56,7 +56,7 @@ func TestBranchVersions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			r, err := fetched(t, srv, credentials{}, mainRefspec)
+			r, err := fetched(t, srv, Credentials{}, mainRefspec)
 			g.Expect(err).NotTo(HaveOccurred())
 			versions, rewound, err := branchVersions(r.repo, "main", "", tc.paths, tc.current)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -67,10 +67,10 @@ func TestBranchVersions(t *testing.T) {
 
 	t.Run("a force-push behind the running commit is seen by the next fetch", func(t *testing.T) {
 		g := NewWithT(t)
-		r, err := fetched(t, srv, credentials{}, mainRefspec)
+		r, err := fetched(t, srv, Credentials{}, mainRefspec)
 		g.Expect(err).NotTo(HaveOccurred())
 		srv.Reset(c2)
-		g.Expect(r.fetch(t.Context(), srv.URL, credentials{}, mainRefspec)).To(Succeed())
+		g.Expect(r.fetch(t.Context(), srv.URL, Credentials{}, mainRefspec)).To(Succeed())
 		_, rewound, err := branchVersions(r.repo, "main", "", nil, c4)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(rewound).To(BeTrue())
@@ -82,7 +82,7 @@ func TestBranchVersions(t *testing.T) {
 
 	t.Run("a branch the server does not have", func(t *testing.T) {
 		g := NewWithT(t)
-		_, err := fetched(t, srv, credentials{}, "+refs/heads/nope:refs/heads/nope")
+		_, err := fetched(t, srv, Credentials{}, "+refs/heads/nope:refs/heads/nope")
 		g.Expect(err).To(MatchError(ErrRefNotFound))
 	})
 }
@@ -100,7 +100,7 @@ func TestTagVersions(t *testing.T) {
 	srv.Tag("v1.2.0", c2, &signer)
 	srv.Tag("v2.0.0-rc.1", c3, nil)
 	srv.Tag("latest", c3, nil)
-	r, err := fetched(t, srv, credentials{}, "+refs/tags/*:refs/tags/*")
+	r, err := fetched(t, srv, Credentials{}, "+refs/tags/*:refs/tags/*")
 	g.Expect(err).NotTo(HaveOccurred())
 
 	for _, tc := range []struct {
@@ -139,9 +139,9 @@ func TestVerifyCommit(t *testing.T) {
 	srv.Tag("v1.0.0", signed, &trusted)
 	srv.Tag("v1.1.0", unsigned, &stranger)
 	srv.Tag("v1.2.0", signed, nil)
-	r, err := fetched(t, srv, credentials{}, "+refs/heads/main:refs/heads/main")
+	r, err := fetched(t, srv, Credentials{}, "+refs/heads/main:refs/heads/main")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	NewWithT(t).Expect(r.fetch(t.Context(), srv.URL, credentials{}, "+refs/tags/*:refs/tags/*")).To(Succeed())
+	NewWithT(t).Expect(r.fetch(t.Context(), srv.URL, Credentials{}, "+refs/tags/*:refs/tags/*")).To(Succeed())
 	keys, err := KeysFrom(map[string][]byte{"release.asc": trusted.Public, "ci.sshpub": sshKey.Public})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 
@@ -201,7 +201,7 @@ func TestFetchCredentials(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			creds, err := credentialsFrom(tc.url, tc.secret)
+			creds, err := CredentialsFrom(tc.url, tc.secret)
 			g.Expect(err).NotTo(HaveOccurred())
 			r := &repository{}
 			err = r.fetch(context.WithoutCancel(t.Context()), tc.url, creds, mainRefspec)

@@ -25,14 +25,14 @@ func BenchmarkGitFetch(b *testing.B) {
 	b.Run("clone", func(b *testing.B) {
 		for b.Loop() {
 			r := &repository{}
-			if err := r.fetch(b.Context(), srv.URL, credentials{}, mainRefspec); err != nil {
+			if err := r.fetch(b.Context(), srv.URL, Credentials{}, mainRefspec); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("one-new-commit", func(b *testing.B) {
 		r := &repository{}
-		if err := r.fetch(b.Context(), srv.URL, credentials{}, mainRefspec); err != nil {
+		if err := r.fetch(b.Context(), srv.URL, Credentials{}, mainRefspec); err != nil {
 			b.Fatal(err)
 		}
 		i := 0
@@ -41,18 +41,18 @@ func BenchmarkGitFetch(b *testing.B) {
 			i++
 			srv.Commit(fmt.Sprintf("more %d", i), map[string]string{"overlays/env-0/kustomization.yaml": fmt.Sprintf("more: %d", i)}, nil)
 			b.StartTimer()
-			if err := r.fetch(b.Context(), srv.URL, credentials{}, mainRefspec); err != nil {
+			if err := r.fetch(b.Context(), srv.URL, Credentials{}, mainRefspec); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("up-to-date", func(b *testing.B) {
 		r := &repository{}
-		if err := r.fetch(b.Context(), srv.URL, credentials{}, mainRefspec); err != nil {
+		if err := r.fetch(b.Context(), srv.URL, Credentials{}, mainRefspec); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if err := r.fetch(b.Context(), srv.URL, credentials{}, mainRefspec); err != nil {
+			if err := r.fetch(b.Context(), srv.URL, Credentials{}, mainRefspec); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -31,43 +31,44 @@ var (
 	ErrRefNotFound  = errors.New("no such branch or tag")
 )
 
-// credentials are what a fetch authenticates with, from a Secret in Flux's GitRepository format.
-type credentials struct {
-	auth     transport.AuthMethod
-	caBundle []byte
+// Credentials are what a fetch or a push authenticates with, from a Secret in Flux's
+// GitRepository format.
+type Credentials struct {
+	Auth     transport.AuthMethod
+	CABundle []byte
 }
 
-// credentialsFrom reads a Secret's data as Flux's GitRepository does (fluxcd/pkg/git
+// CredentialsFrom reads a Secret's data as Flux's GitRepository does (fluxcd/pkg/git
 // AuthOptions): username/password or bearerToken over HTTPS, identity and known_hosts over SSH.
 // An SSH host is trusted only as known_hosts says: there is no fallback to trusting any key.
-func credentialsFrom(rawURL string, data map[string][]byte) (credentials, error) {
+func CredentialsFrom(rawURL string, data map[string][]byte) (Credentials, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return credentials{}, fmt.Errorf("the URL %q does not parse: %w", rawURL, err)
+		return Credentials{}, fmt.Errorf("the URL %q does not parse: %w", rawURL, err)
 	}
 	opts, err := fluxgit.NewAuthOptions(*u, data)
 	if err != nil {
-		return credentials{}, err
+		return Credentials{}, err
 	}
 	switch opts.Transport {
 	case fluxgit.SSH:
 		keys, err := gitssh.NewPublicKeys(opts.Username, opts.Identity, opts.Password)
 		if err != nil {
-			return credentials{}, fmt.Errorf("its identity is not a private key this can use: %w", err)
+			return Credentials{}, fmt.Errorf("its identity is not a private key this can use: %w", err)
 		}
 		callback, err := hostKeyCallback(opts.KnownHosts)
 		if err != nil {
-			return credentials{}, err
+			return Credentials{}, err
 		}
 		keys.HostKeyCallback = callback
-		return credentials{auth: keys}, nil
+		return Credentials{Auth: keys}, nil
 	default:
-		c := credentials{caBundle: opts.CAFile}
+		c := Credentials{CABundle: opts.CAFile}
 		switch {
 		case opts.BearerToken != "":
-			c.auth = &githttp.TokenAuth{Token: opts.BearerToken}
+			c.Auth = &githttp.TokenAuth{Token: opts.BearerToken}
 		case opts.Username != "" || opts.Password != "":
-			c.auth = &githttp.BasicAuth{Username: opts.Username, Password: opts.Password}
+			c.Auth = &githttp.BasicAuth{Username: opts.Username, Password: opts.Password}
 		}
 		return c, nil
 	}
@@ -139,7 +140,7 @@ type repository struct {
 
 // fetch brings refspecs from url into the clone (creating it on first use); force-pushed refs
 // are taken as they are now.
-func (r *repository) fetch(ctx context.Context, rawURL string, creds credentials, refspecs ...string) error {
+func (r *repository) fetch(ctx context.Context, rawURL string, creds Credentials, refspecs ...string) error {
 	if r.repo == nil {
 		repo, err := gogit.Init(memory.NewStorage(), nil)
 		if err != nil {
@@ -154,11 +155,18 @@ func (r *repository) fetch(ctx context.Context, rawURL string, creds credentials
 	for _, s := range refspecs {
 		specs = append(specs, config.RefSpec(s))
 	}
-	err := r.repo.FetchContext(ctx, &gogit.FetchOptions{RemoteName: "origin", RemoteURL: rawURL, RefSpecs: specs, Auth: creds.auth,
-		CABundle: creds.caBundle, Tags: gogit.NoTags, Force: true})
-	switch {
-	case err == nil, errors.Is(err, gogit.NoErrAlreadyUpToDate):
+	err := r.repo.FetchContext(ctx, &gogit.FetchOptions{RemoteName: "origin", RemoteURL: rawURL, RefSpecs: specs, Auth: creds.Auth,
+		CABundle: creds.CABundle, Tags: gogit.NoTags, Force: true})
+	if err == nil || errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return nil
+	}
+	return Classify(err)
+}
+
+// Classify wraps an error of a fetch or a push in the error saying what went wrong
+// (ErrUnauthorized, ErrRefNotFound, ErrUnreachable); a cancelled context stays as it is.
+func Classify(err error) error {
+	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):

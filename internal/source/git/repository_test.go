@@ -93,17 +93,17 @@ func TestCredentialsFrom(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			creds, err := credentialsFrom(tc.url, tc.data)
+			creds, err := CredentialsFrom(tc.url, tc.data)
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
 			if tc.wantAuth == "" {
-				g.Expect(creds.auth).To(BeNil())
+				g.Expect(creds.Auth).To(BeNil())
 				return
 			}
-			g.Expect(creds.auth.Name()).To(Equal(tc.wantAuth))
+			g.Expect(creds.Auth.Name()).To(Equal(tc.wantAuth))
 		})
 	}
 }

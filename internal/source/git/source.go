@@ -247,7 +247,7 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 		}
 		data = secret.Data
 	}
-	creds, err := credentialsFrom(set.url, data)
+	creds, err := CredentialsFrom(set.url, data)
 	if err != nil {
 		where := set.field("url", "spec.url")
 		if set.secretRef != nil {

@@ -70,7 +70,7 @@ func labelledApp(name, stage string, source any) *unstructured.Unstructured {
 
 // stageForCreate makes a Stage whose applier is the Application name, with the status the
 // controller wrote (status may be nil: a Stage that has never had a version).
-func stageForCreate(t *testing.T, name, source string, status *stagecoachv1.StageStatus) {
+func stageForCreate(t *testing.T, name, source string, status *stagecoachv1.StageStatus, mutate ...func(*stagecoachv1.Stage)) {
 	t.Helper()
 	g := NewWithT(t)
 	stagecoach := as(t, controllerSA, "system:serviceaccounts")
@@ -78,6 +78,9 @@ func stageForCreate(t *testing.T, name, source string, status *stagecoachv1.Stag
 		Spec: stagecoachv1.StageSpec{Service: "payments", Environment: "prod",
 			ApplyRef: stagecoachv1.ApplierReference{Kind: "Application", Name: name, Source: source},
 			Source:   stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "staging"}}}}
+	for _, m := range mutate {
+		m(s)
+	}
 	g.Expect(stagecoach.Create(t.Context(), s)).To(Succeed())
 	if status != nil {
 		s.Status = *status
@@ -136,6 +139,11 @@ func TestApplicationCreateGuard(t *testing.T) {
 	const commitCurrent, commitOther = "1111111111111111111111111111111111111111", "9999999999999999999999999999999999999999"
 	stageForCreate(t, "cr-git", "", &stagecoachv1.StageStatus{
 		Current: &stagecoachv1.CurrentVersion{Version: commitCurrent[:7], Digest: "sha1:" + commitCurrent}, LastAppliedDigest: "sha1:" + commitCurrent})
+	// A Stage that promotes by commit to branch env/prod, running current.
+	stageForCreate(t, "cr-git-push", "", running("v1.0.0"), func(s *stagecoachv1.Stage) {
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/config.git", Branch: "env/prod",
+			Set: []stagecoachv1.GitFileEdit{{Path: "prod/kustomization.yaml", Image: "payments"}}}}
+	})
 	stageForCreate(t, "cr-adopted-empty", "", &stagecoachv1.StageStatus{Adopted: &stagecoachv1.AdoptedRevision{At: now}})
 	// Last: once the API server judges with this one's status, it has the others' too.
 	stageForCreate(t, "cr-oci", "", &stagecoachv1.StageStatus{
@@ -211,6 +219,16 @@ func TestApplicationCreateGuard(t *testing.T) {
 			map[string]any{"repoURL": "https://git.example/config.git", "path": "staging", "targetRevision": "main"})),
 			wantErr: "may not be created with source https://git.example/config.git at main"},
 		// OCI source, app-of-apps.
+		// A Stage that promotes by commit: a plain Git source following its branch passes (the
+		// branch holds what Stagecoach pushed), another branch or repository does not.
+		{name: "the parent creates a Git child following the branch its Stage pushes to", write: create(parent, labelledApp("cr-git-push-1", "cr-git-push",
+			map[string]any{"repoURL": "https://git.example/config.git", "path": "prod", "targetRevision": "env/prod"}))},
+		{name: "the parent creates a Git child following another branch", write: create(parent, labelledApp("cr-git-push-2", "cr-git-push",
+			map[string]any{"repoURL": "https://git.example/config.git", "path": "prod", "targetRevision": "main"})),
+			wantErr: "may not be created with source https://git.example/config.git at main"},
+		{name: "the parent creates a Git child following the branch of another repository", write: create(parent, labelledApp("cr-git-push-3", "cr-git-push",
+			map[string]any{"repoURL": "https://git.example/fork.git", "path": "prod", "targetRevision": "env/prod"})),
+			wantErr: "may not be created with source https://git.example/fork.git at env/prod"},
 		{name: "the parent creates a child again at a digest its Stage never had", write: create(parent, labelledApp("cr-oci-1", "cr-oci", ociSource(other))),
 			wantErr: "Stagecoach-managed Application cr-oci-1 may not be created with targetRevision " + other + " (user " + argoCDSA + "): " + ociRefused +
 				". Leave targetRevision (or the plugin's STAGECOACH_ env, the chart version) out of the Git copy or ApplicationSet template or set it to what the Stage runs, and promote other versions through the Stage (a Promotion); or ask a break-glass member"},

@@ -62,7 +62,11 @@ func NewServer(t testing.TB, opts Options) *Server {
 	wt, err := repo.Worktree()
 	must(t, err)
 	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"},
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "HOME=" + dir}}
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "HOME=" + dir,
+			// Pushes are taken (promotion.git); one to the branch checked out here updates the
+			// work tree too, so Commit goes on from what was pushed.
+			"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true",
+			"GIT_CONFIG_KEY_1=receive.denyCurrentBranch", "GIT_CONFIG_VALUE_1=updateInstead"}}
 	s := &Server{Username: opts.Username, Password: opts.Password, t: t, repo: repo, wt: wt, work: work,
 		now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -88,6 +92,9 @@ type Signer struct {
 	// Public is the trusted key as a verify Secret holds it: an armored OpenPGP key ring, or an
 	// authorized_keys line.
 	Public []byte
+	// Private is the key as a signing Secret holds it: an armored OpenPGP private key (git.asc),
+	// or an SSH private key in PEM (identity).
+	Private []byte
 }
 
 // NewPGPSigner makes an OpenPGP key.
@@ -100,7 +107,12 @@ func NewPGPSigner(t testing.TB, name string) Signer {
 	must(t, err)
 	must(t, e.Serialize(w))
 	must(t, w.Close())
-	return Signer{PGP: e, Public: buf.b}
+	var private bytesBuffer
+	w, err = armor.Encode(&private, openpgp.PrivateKeyType, nil)
+	must(t, err)
+	must(t, e.SerializePrivate(w, nil))
+	must(t, w.Close())
+	return Signer{PGP: e, Public: buf.b, Private: private.b}
 }
 
 // NewSSHSigner makes an ed25519 SSH key.
@@ -114,7 +126,7 @@ func NewSSHSigner(t testing.TB) Signer {
 	must(t, err)
 	sshPub, err := ssh.NewPublicKey(pub)
 	must(t, err)
-	return Signer{SSH: signer, Public: ssh.MarshalAuthorizedKey(sshPub)}
+	return Signer{SSH: signer, Public: ssh.MarshalAuthorizedKey(sshPub), Private: pem.EncodeToMemory(block)}
 }
 
 // Commit writes files (a value "" deletes the file) and commits them on the current branch,
@@ -170,6 +182,38 @@ func (s *Server) Branch(name string) {
 	s.t.Helper()
 	must(s.t, s.wt.Checkout(&gogit.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(name), Create: true}))
 	must(s.t, s.repo.CreateBranch(&config.Branch{Name: name, Merge: plumbing.NewBranchReferenceName(name)}))
+}
+
+// Checkout switches to an existing branch, its files as its head has them.
+func (s *Server) Checkout(name string) {
+	s.t.Helper()
+	must(s.t, s.wt.Checkout(&gogit.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(name), Force: true}))
+}
+
+// Head is the commit a branch points to.
+func (s *Server) Head(branch string) string {
+	s.t.Helper()
+	ref, err := s.repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	must(s.t, err)
+	return ref.Hash().String()
+}
+
+// CommitObject reads a commit.
+func (s *Server) CommitObject(sha string) *object.Commit {
+	s.t.Helper()
+	c, err := s.repo.CommitObject(plumbing.NewHash(sha))
+	must(s.t, err)
+	return c
+}
+
+// File is a file's content at a commit.
+func (s *Server) File(commit, path string) string {
+	s.t.Helper()
+	f, err := s.CommitObject(commit).File(path)
+	must(s.t, err)
+	content, err := f.Contents()
+	must(s.t, err)
+	return content
 }
 
 func must(t testing.TB, err error) {

@@ -1,0 +1,334 @@
+package promotion
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	fluxsig "github.com/fluxcd/pkg/git/signature"
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/gitedit"
+	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
+	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
+)
+
+// gitRollout writes a Promotion's version as a commit to the environment's branch
+// (spec.promotion.git) and reads the engine's proof on the applier, which syncs that branch, at
+// the commit pushed. Stagecoach never writes the applier's spec: Git says what runs.
+type gitRollout struct {
+	applier applier.Applier
+	spec    stagecoachv1.GitPromotion
+}
+
+var _ Rollout = gitRollout{}
+
+// GitRollout is the rollout of a Stage that promotes by commit; a observes the applier.
+func GitRollout(a applier.Applier, spec stagecoachv1.GitPromotion) Rollout {
+	return gitRollout{applier: a, spec: spec}
+}
+
+// revision is what Stagecoach last wrote: Git, not the applier, holds the version.
+func (gitRollout) revision(run *Run) string { return run.stage.Status.LastAppliedDigest }
+
+func (gitRollout) phaseOnApplier() bool { return true }
+
+func (g gitRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (time.Duration, error) {
+	obs := applier.Observation{Phase: applier.Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: "not pushed yet"}
+	if c := p.Status.Commit; c != nil {
+		obs = g.applier.Observe(run.obj, gitsource.Digest(c.SHA))
+	}
+	return run.advance(ctx, p, obs, g.applier, func() (bool, string, error) {
+		applied, err := g.apply(ctx, run, p)
+		if err != nil || !applied {
+			return false, "", err
+		}
+		c := p.Status.Commit
+		how := "pushed commit " + gitsource.Short(c.SHA)
+		if !c.Written {
+			how = "branch already held it at " + gitsource.Short(c.SHA)
+		}
+		return true, fmt.Sprintf("%s to %s of %s; waiting for %s '%s' to sync it", how, c.Branch, g.spec.URL, run.obj.GetKind(), run.obj.GetName()), nil
+	})
+}
+
+// apply writes the version to the branch once and asks the engine to look at it now.
+func (g gitRollout) apply(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (bool, error) {
+	stage := run.stage
+	if err := run.flushAnnotations(ctx); err != nil {
+		return false, err
+	}
+	if err := run.saveAdoption(ctx); err != nil {
+		return false, err
+	}
+	req, problem, err := g.request(ctx, run, p)
+	if err != nil {
+		return false, err
+	}
+	if problem != "" {
+		return false, run.finishFailed(ctx, p, stagecoachv1.ReasonGitWriteFailed, "not pushed: "+problem)
+	}
+	res, err := run.r.GitWriter.Write(ctx, req)
+	var foreign *gitwrite.ForeignCommitError
+	switch {
+	case errors.As(err, &foreign):
+		return false, g.frozen(ctx, run, p, foreign)
+	case errors.Is(err, gitwrite.ErrCannotWrite), errors.Is(err, gitsource.ErrUnauthorized), errors.Is(err, gitsource.ErrRefNotFound):
+		return false, run.finishFailed(ctx, p, stagecoachv1.ReasonGitWriteFailed, fmt.Sprintf("not pushed to %s of %s: %v; fix spec.promotion.git of Stage %s or the repository, then promote again",
+			g.spec.Branch, g.spec.URL, err, stage.Name))
+	case err != nil:
+		return false, fmt.Errorf("failed to push %s to %s of %s for Stage %q: %w", p.Status.Version.Digest, g.spec.Branch, g.spec.URL, stage.Name, err)
+	}
+	p.Status.Commit = &stagecoachv1.PushedCommit{SHA: res.Commit, Branch: g.spec.Branch, Written: res.Written}
+	// Saved before anything else: the commit is what landing is proven at, and a restart must
+	// not take it for someone else's.
+	if err := run.status.save(ctx, p); err != nil {
+		return false, err
+	}
+	stage.Status.LastAppliedDigest = p.Status.Version.Digest
+	stage.Status.LastCommit = res.Commit
+	if err := run.commit(ctx); err != nil {
+		return false, err
+	}
+	if res.Written {
+		run.event(p, corev1.EventTypeNormal, stagecoachv1.ReasonGitPushed, "Pushed %s to %s of %s as commit %s (%d attempt(s))",
+			versionString(p.Status.Version), g.spec.Branch, g.spec.URL, gitsource.Short(res.Commit), res.Attempts)
+	}
+	return true, g.nudge(ctx, run, p)
+}
+
+// nudge writes the applier's phase annotations and asks the engine to fetch the branch now
+// (Argo CD's refresh, Flux's requestedAt), instead of at its next poll.
+func (g gitRollout) nudge(ctx context.Context, run *Run, p *stagecoachv1.Promotion) error {
+	orig := annotationBase(run.obj)
+	a := run.obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	if run.obj.GetKind() == "Application" {
+		a[applier.RefreshAnnotation] = "normal"
+	} else {
+		a[applier.RequestedAtAnnotation] = run.now.UTC().Format(time.RFC3339Nano)
+	}
+	run.obj.SetAnnotations(a)
+	setPromotionAnnotations(run.obj, p, stagecoachv1.PhaseRunning)
+	if err := run.r.Patch(ctx, run.obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to ask %s %q to fetch %s: %w", run.obj.GetKind(), run.obj.GetName(), g.spec.Branch, err)
+	}
+	return nil
+}
+
+// frozen stops the Stage on a commit Stagecoach did not write, as a foreign write to an applier.
+func (g gitRollout) frozen(ctx context.Context, run *Run, p *stagecoachv1.Promotion, foreign *gitwrite.ForeignCommitError) error {
+	stage := run.stage
+	msg := fmt.Sprintf("branch %s of %s: %v, which Stagecoach did not write. Check it, then create an Unfreeze Promotion (stagecoach unfreeze -n %s --stage %s) to accept the branch as it is, and promote again",
+		g.spec.Branch, g.spec.URL, foreign, stage.Namespace, stage.Name)
+	run.setFrozen(stagecoachv1.ReasonForeignWrite, msg)
+	if err := run.commit(ctx); err != nil {
+		return err
+	}
+	run.event(stage, corev1.EventTypeWarning, stagecoachv1.EventFrozen, "%s", msg)
+	run.engineEvent(p, corev1.EventTypeWarning, stagecoachv1.EventFrozen, msg)
+	return run.status.finish(ctx, p, stagecoachv1.PhaseAborted, "not pushed: "+msg)
+}
+
+// request is the write of p's version: the edits or the merge, the message, the author, the
+// credentials and signing key from the Stage's namespace. problem says why it cannot be made.
+func (g gitRollout) request(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (gitwrite.Request, string, error) {
+	stage, spec, version := run.stage, g.spec, p.Status.Version
+	req := gitwrite.Request{URL: spec.URL, Branch: spec.Branch, Now: run.now, LastCommit: stage.Status.LastCommit,
+		Message: CommitMessage(stage, p), Author: gitwrite.Author{Name: "Stagecoach", Email: "stagecoach@stagecoach.dev"},
+		Ours: OursFor(stage)}
+	if spec.Author != nil {
+		req.Author = gitwrite.Author{Name: spec.Author.Name, Email: spec.Author.Email}
+	}
+	req.Key = spec.URL + " " + stage.Namespace + "/"
+	if ref := spec.SecretRef; ref != nil {
+		req.Key += ref.Name
+		data, problem, err := g.secret(ctx, run, ref.Name, "credentials")
+		if err != nil || problem != "" {
+			return req, problem, err
+		}
+		if req.Credentials, err = gitsource.CredentialsFrom(spec.URL, data); err != nil {
+			return req, fmt.Sprintf("the credentials in Secret '%s/%s' cannot be used: %v", stage.Namespace, ref.Name, err), nil
+		}
+	}
+	if ref := spec.SigningKeyRef; ref != nil {
+		data, problem, err := g.secret(ctx, run, ref.Name, "signing key")
+		if err != nil || problem != "" {
+			return req, problem, err
+		}
+		if req.Signer, err = SignerFrom(data); err != nil {
+			return req, fmt.Sprintf("the signing key in Secret '%s/%s' cannot be used: %v", stage.Namespace, ref.Name, err), nil
+		}
+	}
+	if spec.Merge {
+		sha, ok := strings.CutPrefix(version.Digest, gitsource.DigestPrefix)
+		if !ok {
+			return req, fmt.Sprintf("promotion.git.merge merges a Git commit, and %s is not one", version.Digest), nil
+		}
+		req.Merge = sha
+		return req, "", nil
+	}
+	for _, e := range spec.Set {
+		edit, err := EditFor(e, stage.Name, version)
+		if err != nil {
+			return req, err.Error(), nil
+		}
+		req.Edits = append(req.Edits, edit)
+	}
+	return req, "", nil
+}
+
+func (g gitRollout) secret(ctx context.Context, run *Run, name, what string) (map[string][]byte, string, error) {
+	secret := &corev1.Secret{}
+	err := run.r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.stage.Namespace, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("Secret '%s/%s' with the %s of spec.promotion.git is missing: create it", run.stage.Namespace, name, what), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("failed to read Secret '%s/%s' (%s of spec.promotion.git): %w", run.stage.Namespace, name, what, err)
+	}
+	return secret.Data, "", nil
+}
+
+// EditFor is the edit of one spec.promotion.git.set entry for a version.
+func EditFor(e stagecoachv1.GitFileEdit, stage string, version *stagecoachv1.VersionReference) (gitwrite.Edit, error) {
+	if e.Image != "" {
+		if applier.KindOf(version.Digest) != applier.OCIDigests {
+			return gitwrite.Edit{}, fmt.Errorf("promotion.git.set %s: image %q is given an image digest, and %s is not one: use key and value for a commit",
+				e.Path, e.Image, version.Digest)
+		}
+		return gitwrite.Edit{Path: e.Path, Apply: func(b []byte) ([]byte, error) {
+			return gitedit.KustomizationImage(b, e.Image, version.Digest)
+		}}, nil
+	}
+	value, err := RenderValue(e.Value, stage, version)
+	if err != nil {
+		return gitwrite.Edit{}, fmt.Errorf("promotion.git.set %s: %w", e.Path, err)
+	}
+	return gitwrite.Edit{Path: e.Path, Apply: func(b []byte) ([]byte, error) {
+		return gitedit.Value(b, e.Key, value)
+	}}, nil
+}
+
+// RenderValue renders a promotion.git.set value ({{ .Digest }} when empty).
+func RenderValue(value, stage string, version *stagecoachv1.VersionReference) (string, error) {
+	if value == "" {
+		value = "{{ .Digest }}"
+	}
+	tmpl, err := template.New("value").Option("missingkey=error").Parse(value)
+	if err != nil {
+		return "", fmt.Errorf("value %q does not parse: %v; use {{ .Digest }}, {{ .Version }}, {{ .Revision }} or {{ .Stage }}", value, err)
+	}
+	data := struct{ Digest, Version, Revision, Stage string }{Digest: version.Digest, Version: version.Tag,
+		Revision: strings.TrimPrefix(version.Digest, gitsource.DigestPrefix), Stage: stage}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, data); err != nil {
+		return "", fmt.Errorf("value %q does not render: %v; use {{ .Digest }}, {{ .Version }}, {{ .Revision }} or {{ .Stage }}", value, err)
+	}
+	return buf.String(), nil
+}
+
+// Trailers of a promotion commit: they say which Stage and Promotion wrote it.
+const (
+	StageTrailer     = "Stagecoach-Stage"
+	PromotionTrailer = "Stagecoach-Promotion"
+)
+
+// CommitMessage says what a promotion commit does: the version, the Stage, the gates it passed
+// and the Promotion, with trailers naming the Stage and the Promotion.
+func CommitMessage(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion) string {
+	var b strings.Builder
+	version := p.Status.Version.Tag
+	if version == "" {
+		version = p.Status.Version.Digest
+	}
+	if p.Spec.Action == stagecoachv1.ActionRollback {
+		fmt.Fprintf(&b, "Revert %s in %s to %s\n\n", stage.Spec.Service, stage.Spec.Environment, version)
+		fmt.Fprintf(&b, "Rolls back to the last verified version: %s\n", p.Spec.Reason)
+	} else {
+		fmt.Fprintf(&b, "Promote %s to %s in %s\n\n", stage.Spec.Service, version, stage.Spec.Environment)
+	}
+	fmt.Fprintf(&b, "Version: %s (%s)\n", version, p.Status.Version.Digest)
+	if len(p.Status.Gates) > 0 {
+		b.WriteString("Gates:\n")
+		for _, gate := range p.Status.Gates {
+			verdict := "passed"
+			if !gate.Passed {
+				verdict = "failed"
+			}
+			fmt.Fprintf(&b, "- %s %s", gate.Gate, verdict)
+			if gate.Message != "" {
+				fmt.Fprintf(&b, ": %s", firstLine(gate.Message))
+			}
+			b.WriteString("\n")
+		}
+	}
+	if p.Spec.RequestedBy != "" {
+		fmt.Fprintf(&b, "Requested by: %s\n", p.Spec.RequestedBy)
+	}
+	fmt.Fprintf(&b, "\n%s: %s/%s\n%s: %s\n", StageTrailer, stage.Namespace, stage.Name, PromotionTrailer, p.Name)
+	return b.String()
+}
+
+// OursFor recognises the commits Stagecoach wrote for stage (by the Stage trailer).
+func OursFor(stage *stagecoachv1.Stage) func(*object.Commit) bool {
+	trailer := fmt.Sprintf("\n%s: %s/%s\n", StageTrailer, stage.Namespace, stage.Name)
+	return func(c *object.Commit) bool { return strings.Contains(c.Message, trailer) }
+}
+
+// SignerFrom reads a signing key Secret as Flux's ImageUpdateAutomation does: git.asc (an armored
+// OpenPGP private key, passphrase when encrypted), or identity (an SSH private key, password
+// when encrypted).
+func SignerFrom(data map[string][]byte) (gogit.Signer, error) {
+	if armored, ok := data["git.asc"]; ok {
+		entities, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(armored))
+		if err != nil {
+			return nil, fmt.Errorf("git.asc is not an armored OpenPGP key: %w", err)
+		}
+		if len(entities) != 1 {
+			return nil, fmt.Errorf("git.asc holds %d keys: give exactly one", len(entities))
+		}
+		e := entities[0]
+		if e.PrivateKey == nil {
+			return nil, errors.New("git.asc holds a public key: give the private key")
+		}
+		if e.PrivateKey.Encrypted {
+			if err := e.PrivateKey.Decrypt(data["passphrase"]); err != nil {
+				return nil, fmt.Errorf("the passphrase does not decrypt git.asc: %w", err)
+			}
+		}
+		return fluxsig.NewOpenPGPSigner(e)
+	}
+	if identity, ok := data["identity"]; ok {
+		return fluxsig.NewSSHSigner(identity, data["password"])
+	}
+	return nil, errors.New("it has neither git.asc (OpenPGP) nor identity (SSH)")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// acceptBranch, on an Unfreeze, takes the branch as it is now: the next write does not judge the
+// commits before it.
+func (gitRollout) acceptBranch(run *Run) string {
+	if run.stage.Status.LastCommit == "" {
+		return ""
+	}
+	run.stage.Status.LastCommit = ""
+	return "; the commits on the branch are accepted as written"
+}

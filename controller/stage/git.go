@@ -1,0 +1,137 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller/promotion"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
+)
+
+var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+
+// checkGitPromotion judges a Stage that promotes by commit (spec.promotion.git). Who may push
+// through it: the controller pushes with the credentials and signs with the key of Secrets in
+// the Stage's namespace only as the Stage's author, when they may read those Secrets themselves
+// (and so could push and sign with them anyway); a Stage without spec.author pushes nothing.
+// What runs: the applier must sync that repository's branch, or what is pushed would never run.
+func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.Stage, v *applierVerdict) error {
+	if !v.ready {
+		return nil
+	}
+	spec := stage.Spec.Promotion.Git
+	if problem := syncsBranch(v.obj, stage.Spec.ApplyRef.Source, spec); problem != "" {
+		v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonApplierNotOnBranch, true
+		v.message = fmt.Sprintf("%s %s: Stagecoach pushes to branch %s of %s (spec.promotion.git), so what it pushes would never run; point the applier at that branch, or fix spec.promotion.git",
+			v.gvk.Kind, describeObj(v.obj), spec.Branch, spec.URL) + " (" + problem + ")"
+		return nil
+	}
+	for _, e := range spec.Set {
+		if _, err := promotion.RenderValue(e.Value, stage.Name, &stagecoachv1.VersionReference{Digest: sampleDigest, Tag: "v0.0.0"}); e.Key != "" && err != nil {
+			v.ready, v.reason, v.stalled = false, stagecoachv1.ReasonGitWriteFailed, true
+			v.message = fmt.Sprintf("spec.promotion.git.set %s: %v", e.Path, err)
+			return nil
+		}
+	}
+	author := stage.Spec.Author
+	var secrets []string
+	for _, ref := range []*stagecoachv1.LocalObjectReference{spec.SecretRef, spec.SigningKeyRef} {
+		if ref != nil {
+			secrets = append(secrets, ref.Name)
+		}
+	}
+	if len(secrets) > 0 && author == nil {
+		v.ready, v.reason = false, stagecoachv1.ReasonAuthorMissing
+		v.message = fmt.Sprintf("Stage '%s' names no spec.author, and the controller pushes with Secret %s (spec.promotion.git) only as whoever set the Stage, when they may read it themselves: set spec.author.user to your user name (kubectl auth whoami; admission checks it is you)",
+			stage.Name, strings.Join(secrets, " and "))
+		return nil
+	}
+	for _, name := range secrets {
+		allowed, err := r.authors.May(ctx, r.Client, r.clock().Now(), author, "get", secretsResource, stage.Namespace, name)
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			v.ready, v.reason, v.retry = false, stagecoachv1.ReasonAuthorForbidden, true
+			v.message = fmt.Sprintf("the Stage's author %s may not get Secret '%s/%s' (spec.promotion.git): the controller pushes and signs through a Stage only with what its author may read; grant %s get on that Secret, or have someone who may re-apply the Stage with spec.author naming them",
+				authz.Describe(author), stage.Namespace, name, author.User)
+			return nil
+		}
+	}
+	v.git = spec
+	v.message = fmt.Sprintf("%s syncs branch %s of %s, where Stagecoach commits each promotion", describeObj(v.obj), spec.Branch, spec.URL)
+	return nil
+}
+
+// sampleDigest renders the value templates when a Stage is checked, before any version exists.
+const sampleDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+func describeObj(obj *unstructured.Unstructured) string {
+	return fmt.Sprintf("'%s/%s'", obj.GetNamespace(), obj.GetName())
+}
+
+// syncsBranch says why obj does not sync branch of the repository at url ("" when it does): an
+// Argo CD Application's promoted Git source (applyRef.source of a multi-source one) or a Flux
+// GitRepository following the branch (no commit, tag or semver pinned beside it).
+func syncsBranch(obj *unstructured.Unstructured, source string, spec *stagecoachv1.GitPromotion) string {
+	str := func(m map[string]any, path ...string) string {
+		s, _, _ := unstructured.NestedString(m, path...)
+		return s
+	}
+	var url, revision string
+	switch obj.GetKind() {
+	case "Application":
+		src, found := applicationSource(obj, source)
+		if !found {
+			return "it has no source named by spec.applyRef.source"
+		}
+		url, revision = str(src, "repoURL"), strings.TrimPrefix(str(src, "targetRevision"), "refs/heads/")
+		if revision == "" {
+			revision = "HEAD"
+		}
+	case "GitRepository":
+		spec := obj.Object["spec"]
+		m, _ := spec.(map[string]any)
+		url, revision = str(m, "url"), str(m, "ref", "branch")
+		for _, pinned := range []string{"commit", "tag", "semver", "name"} {
+			if v := str(m, "ref", pinned); v != "" {
+				return fmt.Sprintf("its spec.ref.%s is %q: remove it, so that it follows the branch", pinned, v)
+			}
+		}
+	default:
+		return "it is not an Argo CD Application or a Flux GitRepository"
+	}
+	if normalURL(url) != normalURL(spec.URL) {
+		return fmt.Sprintf("it fetches %s", url)
+	}
+	if revision != spec.Branch {
+		return fmt.Sprintf("it follows %q", revision)
+	}
+	return ""
+}
+
+// applicationSource is the Application's source that Stagecoach promotes: spec.source, or the
+// one of spec.sources named (or of the repoURL) source.
+func applicationSource(obj *unstructured.Unstructured, source string) (map[string]any, bool) {
+	if src, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source"); ok && source == "" {
+		return src, true
+	}
+	sources, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources")
+	for _, s := range sources {
+		m, _ := s.(map[string]any)
+		if m != nil && (m["name"] == source || m["repoURL"] == source) {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// normalURL compares repository URLs as Git hosts do: without a trailing slash or .git.
+func normalURL(u string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(u), "/"), ".git")
+}
