@@ -154,6 +154,21 @@ type PromotionStatus struct {
 	// Commit is the commit this Promotion pushed (promotion.git), at which its landing is proven.
 	// +optional
 	Commit *PushedCommit `json:"commit,omitempty"`
+
+	// PullRequest is the pull request this Promotion opened (promotion.git.pullRequest).
+	// +optional
+	PullRequest *PullRequestReference `json:"pullRequest,omitempty"`
+}
+
+// PullRequestReference is a promotion's pull request on the forge.
+type PullRequestReference struct {
+	Number int64  `json:"number"`
+	URL    string `json:"url,omitempty"`
+	// Branch is the request's own branch, which holds the promotion's commit.
+	Branch string `json:"branch"`
+	// HeadSHA is the commit Stagecoach pushed to it: a request whose head is another commit was
+	// changed by someone else and is not taken as the promotion.
+	HeadSHA string `json:"headSHA"`
 }
 
 // PushedCommit is a commit Stagecoach pushed to an environment's branch.

@@ -202,6 +202,12 @@ const (
 	ReasonGitWriteFailed = "GitWriteFailed"
 	// ReasonGitPushed: the Promotion's commit is on the environment's branch.
 	ReasonGitPushed = "GitPushed"
+	// ReasonPullRequestOpened, ReasonPullRequestMerged: the Promotion's pull request was opened,
+	// merged. ReasonPullRequestRejected: it was closed without merging, conflicts with the branch,
+	// or someone else pushed to it.
+	ReasonPullRequestOpened   = "PullRequestOpened"
+	ReasonPullRequestMerged   = "PullRequestMerged"
+	ReasonPullRequestRejected = "PullRequestRejected"
 	// signatures (the verifier's verdicts, and why there is none)
 	ReasonSignatureVerified       = "SignatureVerified"
 	ReasonSignatureMissing        = "SignatureMissing"

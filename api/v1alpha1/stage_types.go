@@ -636,7 +636,54 @@ type GitPromotion struct {
 	// protection can then require signed commits; Argo CD verifies OpenPGP signatures only.
 	// +optional
 	SigningKeyRef *LocalObjectReference `json:"signingKeyRef,omitempty"`
+
+	// PullRequest opens a pull request with each promotion's commit, from a branch of its own
+	// (stagecoach/<Stage>/<Promotion>) into branch, instead of pushing to branch: its body lists
+	// the version, each gate's verdict and the diff. Stagecoach merges it (merge: Auto), or a
+	// person does (merge: Manual) and the Promotion waits; a request closed without merging, in
+	// conflict, or whose branch someone else pushed to fails the Promotion.
+	// +optional
+	PullRequest *GitPullRequest `json:"pullRequest,omitempty"`
 }
+
+// GitPullRequest is how promotions are proposed on the forge.
+type GitPullRequest struct {
+	// Provider is the forge: Gitea, GitHub or GitLab (merge requests).
+	// +kubebuilder:validation:Enum=Gitea;GitHub;GitLab
+	// +required
+	Provider string `json:"provider"`
+
+	// APIURL of the forge; by default found from url: https://api.github.com for github.com,
+	// https://<host>/api/v3 for GitHub Enterprise, https://<host>/api/v4 for GitLab, and the
+	// host itself for Gitea.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^/]+')",message="pullRequest.apiURL must be an https:// or http:// URL"
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+
+	// TokenSecretRef names a Secret in the Stage's namespace whose key token is an API token that
+	// may open and merge pull requests. The Stage's author must be allowed to read it.
+	// +required
+	TokenSecretRef LocalObjectReference `json:"tokenSecretRef"`
+
+	// Merge says who merges: Auto, Stagecoach as soon as it is open (the gates have passed), or
+	// Manual, a person, and the Promotion waits (without a progress deadline) until they do.
+	// +kubebuilder:validation:Enum=Auto;Manual
+	// +kubebuilder:default=Auto
+	// +optional
+	Merge string `json:"merge,omitempty"`
+
+	// MergeStyle of Stagecoach's merges: merge (default), squash or rebase.
+	// +kubebuilder:validation:Enum=merge;squash;rebase
+	// +optional
+	MergeStyle string `json:"mergeStyle,omitempty"`
+}
+
+// Who merges a promotion's pull request.
+const (
+	PullRequestMergeAuto   = "Auto"
+	PullRequestMergeManual = "Manual"
+)
 
 // GitFileEdit writes the version into one file.
 // +kubebuilder:validation:XValidation:rule="has(self.image) != has(self.key)",message="a promotion.git.set entry must set exactly one of image (a kustomization's images entry) or key (a YAML path)"

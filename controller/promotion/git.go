@@ -48,6 +48,12 @@ func (g gitRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotio
 	obs := applier.Observation{Phase: applier.Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: "not pushed yet"}
 	if c := p.Status.Commit; c != nil {
 		obs = g.applier.Observe(run.obj, gitsource.Digest(c.SHA))
+	} else if g.spec.PullRequest != nil {
+		// Proposed, reviewed and merged on the forge first (pullrequest.go).
+		merged, requeue, err := g.pullRequest(ctx, run, p)
+		if err != nil || !merged {
+			return requeue, err
+		}
 	}
 	return run.advance(ctx, p, obs, g.applier, func() (bool, string, error) {
 		applied, err := g.apply(ctx, run, p)
@@ -56,49 +62,26 @@ func (g gitRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotio
 		}
 		c := p.Status.Commit
 		how := "pushed commit " + gitsource.Short(c.SHA)
-		if !c.Written {
+		if pr := p.Status.PullRequest; pr != nil && c.Written {
+			how = fmt.Sprintf("merged pull request #%d (%s) as commit %s", pr.Number, pr.URL, gitsource.Short(c.SHA))
+		} else if !c.Written {
 			how = "branch already held it at " + gitsource.Short(c.SHA)
 		}
 		return true, fmt.Sprintf("%s to %s of %s; waiting for %s '%s' to sync it", how, c.Branch, g.spec.URL, run.obj.GetKind(), run.obj.GetName()), nil
 	})
 }
 
-// apply writes the version to the branch once and asks the engine to look at it now.
+// apply writes the version to the branch once (a pull request's merge has written it already)
+// and asks the engine to look at it now.
 func (g gitRollout) apply(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (bool, error) {
-	stage := run.stage
-	if err := run.flushAnnotations(ctx); err != nil {
+	if p.Status.Commit != nil {
+		return true, g.nudge(ctx, run, p)
+	}
+	res, done, err := g.write(ctx, run, p, "")
+	if err != nil || done {
 		return false, err
 	}
-	if err := run.saveAdoption(ctx); err != nil {
-		return false, err
-	}
-	req, problem, err := g.request(ctx, run, p)
-	if err != nil {
-		return false, err
-	}
-	if problem != "" {
-		return false, run.finishFailed(ctx, p, stagecoachv1.ReasonGitWriteFailed, "not pushed: "+problem)
-	}
-	res, err := run.r.GitWriter.Write(ctx, req)
-	var foreign *gitwrite.ForeignCommitError
-	switch {
-	case errors.As(err, &foreign):
-		return false, g.frozen(ctx, run, p, foreign)
-	case errors.Is(err, gitwrite.ErrCannotWrite), errors.Is(err, gitsource.ErrUnauthorized), errors.Is(err, gitsource.ErrRefNotFound):
-		return false, run.finishFailed(ctx, p, stagecoachv1.ReasonGitWriteFailed, fmt.Sprintf("not pushed to %s of %s: %v; fix spec.promotion.git of Stage %s or the repository, then promote again",
-			g.spec.Branch, g.spec.URL, err, stage.Name))
-	case err != nil:
-		return false, fmt.Errorf("failed to push %s to %s of %s for Stage %q: %w", p.Status.Version.Digest, g.spec.Branch, g.spec.URL, stage.Name, err)
-	}
-	p.Status.Commit = &stagecoachv1.PushedCommit{SHA: res.Commit, Branch: g.spec.Branch, Written: res.Written}
-	// Saved before anything else: the commit is what landing is proven at, and a restart must
-	// not take it for someone else's.
-	if err := run.status.save(ctx, p); err != nil {
-		return false, err
-	}
-	stage.Status.LastAppliedDigest = p.Status.Version.Digest
-	stage.Status.LastCommit = res.Commit
-	if err := run.commit(ctx); err != nil {
+	if err := g.onBranch(ctx, run, p, res.Commit, res.Written); err != nil {
 		return false, err
 	}
 	if res.Written {
@@ -106,6 +89,52 @@ func (g gitRollout) apply(ctx context.Context, run *Run, p *stagecoachv1.Promoti
 			versionString(p.Status.Version), g.spec.Branch, g.spec.URL, gitsource.Short(res.Commit), res.Attempts)
 	}
 	return true, g.nudge(ctx, run, p)
+}
+
+// write makes the Promotion's commit on the branch's head and pushes it to the branch, or to
+// pushBranch (a pull request's). done: the Promotion was finished (the write cannot be made)
+// or aborted (a foreign commit froze the Stage).
+func (g gitRollout) write(ctx context.Context, run *Run, p *stagecoachv1.Promotion, pushBranch string) (gitwrite.Result, bool, error) {
+	stage := run.stage
+	if err := run.flushAnnotations(ctx); err != nil {
+		return gitwrite.Result{}, false, err
+	}
+	if err := run.saveAdoption(ctx); err != nil {
+		return gitwrite.Result{}, false, err
+	}
+	req, problem, err := g.request(ctx, run, p)
+	if err != nil {
+		return gitwrite.Result{}, false, err
+	}
+	if problem != "" {
+		return gitwrite.Result{}, true, run.finishFailed(ctx, p, stagecoachv1.ReasonGitWriteFailed, "not pushed: "+problem)
+	}
+	req.PushBranch = pushBranch
+	res, err := run.r.GitWriter.Write(ctx, req)
+	var foreign *gitwrite.ForeignCommitError
+	switch {
+	case errors.As(err, &foreign):
+		return res, true, g.frozen(ctx, run, p, foreign)
+	case errors.Is(err, gitwrite.ErrCannotWrite), errors.Is(err, gitsource.ErrUnauthorized), errors.Is(err, gitsource.ErrRefNotFound):
+		return res, true, run.finishFailed(ctx, p, stagecoachv1.ReasonGitWriteFailed, fmt.Sprintf("not pushed to %s of %s: %v; fix spec.promotion.git of Stage %s or the repository, then promote again",
+			g.spec.Branch, g.spec.URL, err, stage.Name))
+	case err != nil:
+		return res, false, fmt.Errorf("failed to push %s to %s of %s for Stage %q: %w", p.Status.Version.Digest, g.spec.Branch, g.spec.URL, stage.Name, err)
+	}
+	return res, false, nil
+}
+
+// onBranch records that the branch holds the Promotion's version at commit: on the Promotion
+// first (landing is proven at that commit), then on the Stage (a later commit after it that
+// Stagecoach did not write is someone else's).
+func (g gitRollout) onBranch(ctx context.Context, run *Run, p *stagecoachv1.Promotion, commit string, written bool) error {
+	p.Status.Commit = &stagecoachv1.PushedCommit{SHA: commit, Branch: g.spec.Branch, Written: written}
+	if err := run.status.save(ctx, p); err != nil {
+		return err
+	}
+	run.stage.Status.LastAppliedDigest = p.Status.Version.Digest
+	run.stage.Status.LastCommit = commit
+	return run.commit(ctx)
 }
 
 // nudge writes the applier's phase annotations and asks the engine to fetch the branch now

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stagecoach-dev/stagecoach/controller/chart"
+	"github.com/stagecoach-dev/stagecoach/internal/forge"
 	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	recordsource "github.com/stagecoach-dev/stagecoach/internal/source/records"
@@ -48,6 +49,8 @@ type Runner struct {
 	GitSource *gitsource.Source
 	// GitWriter pushes the Promotions of Stages that promote by commit (spec.promotion.git).
 	GitWriter *gitwrite.Writer
+	// Forges reaches the forge of a Stage that promotes by pull request; forge.New when nil.
+	Forges func(forge.Options) (forge.Forge, error)
 	// Charts resolves the tag of a chart given by version where the engine pulls it.
 	Charts chart.Resolver
 

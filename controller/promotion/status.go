@@ -86,6 +86,15 @@ func SaveRecord(ctx context.Context, c client.Client, p *stagecoachv1.Promotion,
 	return nil
 }
 
+// note says what a running Promotion waits for; it writes only when that changed.
+func (w *promotionStatus) note(ctx context.Context, p *stagecoachv1.Promotion, message string) error {
+	if p.Status.Message == message {
+		return nil
+	}
+	p.Status.Message = message
+	return w.save(ctx, p)
+}
+
 // markWaiting says why a Promotion has not started; it writes only when that changed.
 func (w *promotionStatus) markWaiting(ctx context.Context, p *stagecoachv1.Promotion, message string) error {
 	if p.Status.Phase == stagecoachv1.PhasePending && p.Status.Message == message {

@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,9 +17,10 @@ import (
 var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 // checkGitPromotion judges a Stage that promotes by commit (spec.promotion.git). Who may push
-// through it: the controller pushes with the credentials and signs with the key of Secrets in
-// the Stage's namespace only as the Stage's author, when they may read those Secrets themselves
-// (and so could push and sign with them anyway); a Stage without spec.author pushes nothing.
+// through it: the controller pushes with the credentials, signs with the key and opens and merges
+// pull requests with the forge token of Secrets in the Stage's namespace only as the Stage's
+// author, when they may read those Secrets themselves (and so could do all that with them
+// anyway); a Stage without spec.author that names such a Secret pushes nothing.
 // What runs: the applier must sync that repository's branch, or what is pushed would never run.
 func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.Stage, v *applierVerdict) error {
 	if !v.ready {
@@ -40,8 +42,12 @@ func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.
 	}
 	author := stage.Spec.Author
 	var secrets []string
-	for _, ref := range []*stagecoachv1.LocalObjectReference{spec.SecretRef, spec.SigningKeyRef} {
-		if ref != nil {
+	refs := []*stagecoachv1.LocalObjectReference{spec.SecretRef, spec.SigningKeyRef}
+	if spec.PullRequest != nil {
+		refs = append(refs, &spec.PullRequest.TokenSecretRef)
+	}
+	for _, ref := range refs {
+		if ref != nil && !slices.Contains(secrets, ref.Name) {
 			secrets = append(secrets, ref.Name)
 		}
 	}

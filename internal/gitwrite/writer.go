@@ -59,6 +59,10 @@ type Request struct {
 	// claim is someone else's: the write stops with a ForeignCommitError.
 	LastCommit string
 	Ours       func(*object.Commit) bool
+
+	// PushBranch, when set, receives the commit instead of Branch (a pull request's own branch,
+	// written over if it exists: it is Stagecoach's); the commit is still made on Branch's head.
+	PushBranch string
 }
 
 // Edit changes one file: Apply is given its content and returns the new one.
@@ -79,7 +83,14 @@ type Result struct {
 	Written bool
 	// Attempts is how many times the write was pushed (more than 1 when the branch moved).
 	Attempts int
+	// Base is the head of Branch the commit was made on; Diff the change from it, as a unified
+	// diff of the files changed (at most MaxDiff bytes).
+	Base, Diff string
 }
+
+// MaxDiff bounds Result.Diff: a pull request's body has room for so much (GitHub takes 65,536
+// characters).
+const MaxDiff = 48 << 10
 
 // ForeignCommitError: someone else changed what Stagecoach writes since its last commit.
 type ForeignCommitError struct {
@@ -207,16 +218,24 @@ func (c *clone) attempt(ctx context.Context, req Request) (Result, error) {
 	if err := foreign(repo, head, req); err != nil {
 		return Result{}, err
 	}
-	local := plumbing.NewBranchReferenceName(req.Branch)
+	diff, err := diffOf(repo, head, next)
+	if err != nil {
+		return Result{}, err
+	}
+	target, force := req.Branch, ""
+	if req.PushBranch != "" {
+		target, force = req.PushBranch, "+"
+	}
+	local := plumbing.NewBranchReferenceName(target)
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(local, next)); err != nil {
 		return Result{}, err
 	}
 	err = repo.PushContext(ctx, &gogit.PushOptions{RemoteName: "origin", RemoteURL: req.URL,
-		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, req.Branch))},
+		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s%s:refs/heads/%s", force, local, target))},
 		Auth:     req.Credentials.Auth, CABundle: req.Credentials.CABundle})
 	switch {
 	case err == nil, errors.Is(err, gogit.NoErrAlreadyUpToDate):
-		return Result{Commit: next.String(), Written: true}, nil
+		return Result{Commit: next.String(), Written: true, Base: head.Hash.String(), Diff: diff}, nil
 	case nonFastForward(err):
 		return Result{}, errMoved
 	}
@@ -387,6 +406,23 @@ func foreign(repo *gogit.Repository, head *object.Commit, req Request) error {
 }
 
 var errStop = errors.New("stop")
+
+// diffOf is the unified diff from head to next, cut at MaxDiff.
+func diffOf(repo *gogit.Repository, head *object.Commit, next plumbing.Hash) (string, error) {
+	nextCommit, err := repo.CommitObject(next)
+	if err != nil {
+		return "", err
+	}
+	patch, err := head.Patch(nextCommit)
+	if err != nil {
+		return "", fmt.Errorf("diffing %s and %s: %w", short(head.Hash.String()), short(next.String()), err)
+	}
+	diff := patch.String()
+	if len(diff) > MaxDiff {
+		diff = diff[:MaxDiff] + fmt.Sprintf("\n... (%d more bytes: see the commit)\n", len(diff)-MaxDiff)
+	}
+	return diff, nil
+}
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")

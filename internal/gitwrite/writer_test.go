@@ -106,6 +106,10 @@ func TestWriteSetsFilesSignsAndPushes(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(verify(c.PGPSignature, payload, signer.Public)).To(Succeed())
 
+			g.Expect(res.Base).To(Equal(before))
+			g.Expect(res.Diff).To(ContainSubstring("--- a/overlays/staging/kustomization.yaml\n+++ b/overlays/staging/kustomization.yaml\n"))
+			g.Expect(res.Diff).To(ContainSubstring("-    newTag: \"1.0\"\n"))
+			g.Expect(res.Diff).To(ContainSubstring("+    digest: " + digest + "\n"))
 			file := srv.File(res.Commit, "overlays/staging/kustomization.yaml")
 			g.Expect(file).To(ContainSubstring("# staging overlay"))
 			g.Expect(file).To(ContainSubstring("# the web image"))
@@ -274,7 +278,8 @@ func TestWriteMerges(t *testing.T) {
 		g := NewWithT(t)
 		res, err := merge(c2)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(res).To(Equal(gitwrite.Result{Commit: c2, Written: true, Attempts: 1}))
+		g.Expect(res).To(And(HaveField("Commit", c2), HaveField("Written", true), HaveField("Attempts", 1), HaveField("Base", c1),
+			HaveField("Diff", ContainSubstring("-version: one\n+version: two\n"))))
 		g.Expect(srv.Head("env/prod")).To(Equal(c2))
 	})
 	t.Run("back to an older commit is a revert", func(t *testing.T) {
@@ -340,4 +345,28 @@ func TestWriteErrors(t *testing.T) {
 			g.Expect(srv.Head("env/staging")).To(Equal(before), "nothing written")
 		})
 	}
+}
+
+// A pull request's commit goes to a branch of its own, made on the environment's head, which
+// itself does not move; pushing again (a retry after a restart) writes over that branch.
+func TestWriteToAPullRequestBranch(t *testing.T) {
+	g := NewWithT(t)
+	srv := envRepo(t, gittest.Options{})
+	before := srv.Head("env/staging")
+	w := gitwrite.New()
+	req := request(srv, setImage(digest))
+	req.PushBranch = "stagecoach/staging/p1"
+	res, err := w.Write(t.Context(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Written).To(BeTrue())
+	g.Expect(res.Base).To(Equal(before))
+	g.Expect(srv.Head("env/staging")).To(Equal(before), "the environment's branch is left to the merge")
+	g.Expect(srv.Head("stagecoach/staging/p1")).To(Equal(res.Commit))
+	g.Expect(srv.CommitObject(res.Commit).ParentHashes[0].String()).To(Equal(before))
+
+	req.Now = req.Now.Add(time.Minute) // another commit
+	again, err := w.Write(t.Context(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again.Commit).NotTo(Equal(res.Commit))
+	g.Expect(srv.Head("stagecoach/staging/p1")).To(Equal(again.Commit), "the request's branch is Stagecoach's to write over")
 }

@@ -45,6 +45,9 @@ type Binaries struct {
 	SourceController, KustomizeController, NotificationController string
 	// Helm is the helm command the repo-server finds on its PATH (build/helm).
 	Helm string
+	// Gitea is the forge's server (gitea.go), built from its own module folder; GiteaAssets is
+	// that folder, whose options/ (locales, licences, templates) it reads without bindata.
+	Gitea, GiteaAssets string
 	// Stagecoach is bin/stagecoach built from this checkout.
 	Stagecoach string
 	// CRDs are folders of CustomResourceDefinitions: Stagecoach's, Argo CD's and Flux's.
@@ -170,7 +173,18 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 		}
 		// In this lane, which finishes well before the engines' on a cold build: helm compiles beside
 		// them, filling the gaps of their downloads and links, instead of after them.
-		return helm.run(laneCtx, progress)
+		if err := helm.run(laneCtx, progress); err != nil {
+			return err
+		}
+		// Gitea last: it is the biggest graph of this lane, and only the forge's scenarios need it.
+		giteaDir, err := moduleDir(laneCtx, os.TempDir(), giteaModule, GiteaVersion)
+		if err != nil {
+			return err
+		}
+		b.Gitea, b.GiteaAssets = filepath.Join(binDir, "gitea-"+GiteaVersion), giteaDir
+		return goBuild{what: "Gitea " + GiteaVersion, dir: giteaDir, estimate: "about 12 minutes",
+			ldflags: "-X main.Version=" + strings.TrimPrefix(GiteaVersion, "v"),
+			outputs: []output{{pkg: "gitea.dev", file: b.Gitea}}}.run(laneCtx, progress)
 	})
 	lanes.Go(func() error { return engines.run(laneCtx, progress) })
 	if err := lanes.Wait(); err != nil {

@@ -92,6 +92,8 @@ type Stack struct {
 	// apiToken is the API's proxy token; argoUI the optional argocd-server (argocdserver.go).
 	apiToken string
 	argoUI   *ArgoCDUI
+	// gitea is the forge, started by the first scenario that asks (gitea.go).
+	gitea giteaOnce
 }
 
 // Component names, also the log file names (<LogDir>/<name>.log).
