@@ -189,11 +189,12 @@ fuzz: ## Run each fuzz target for FUZZTIME (10s) from its checked-in seed corpus
 	hack/fuzz.sh $(FUZZ)
 
 .PHONY: bench
-bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, Git clone vs incremental fetch, checks, the wave scheduler for 1,000 targets and Stage reconciles per target of a 200-Application rollout, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build; 30 Applications in waves against Argo CD's RollingSync.
+bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/p99); registry listing, signature verification, Git clone vs incremental fetch, a promotion's commit with the clone kept vs cloned each time, checks, the wave scheduler for 1,000 targets and Stage reconciles per target of a 200-Application rollout, signed records and the follower lag across two API servers; /metrics with 5,000 Stages; the plugin's render against kustomize build; 30 Applications in waves against Argo CD's RollingSync.
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/reaction -promotions=100
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go run ./test/bench/hooks -events=100
 	go test -run '^$$' -bench 'List1000Tags|VerifyCold|VerifyCached' -benchmem ./internal/source/registry ./internal/verify
 	go test -run '^$$' -bench GitFetch -benchmem ./internal/source/git
+	go test -run '^$$' -bench Write -benchmem ./internal/gitwrite
 	go test -run '^$$' -bench . -benchmem ./internal/check
 	go test -run '^$$' -bench Schedule -benchmem ./internal/waves
 	KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" STAGECOACH_FLEET_BENCH=1 go test -v -count=1 -run '^TestWavesReconcilesPerTarget$$' ./test/integration/promotion | grep -E 'reconcile|^(ok|FAIL|---)'
@@ -205,7 +206,9 @@ bench: envtest-assets e2e-build ## Reaction latencies on a real API server (p50/
 	@# Applications in 3 waves, Stagecoach's waves beside Argo CD's RollingSync (issue 17).
 	@# A commit on main to prod Verified through dev (Flux), staging (Argo CD, a Job run) and prod,
 	@# each step beside the engine's own applied->landed time in the same run (issue 39).
-	cd test/e2e && STAGECOACH_E2E_BENCH=1 go test -count=1 -timeout 30m -run 'TestDependencyLatencyPerLevel|TestFleetWavesVsRollingSync|TestConfigRepositoryDelivery' -v ./... | grep 'REPORT'
+	@# Promotion by commit and by pull request (issue 40): gates passed -> Verified, beside the
+	@# engine's own pushed-commit -> synced time in the same run.
+	cd test/e2e && STAGECOACH_E2E_BENCH=1 go test -count=1 -timeout 30m -run 'TestDependencyLatencyPerLevel|TestFleetWavesVsRollingSync|TestConfigRepositoryDelivery|TestPromotionByCommitToAnEnvironmentBranch|TestPromotionByPullRequest' -v ./... | grep 'REPORT'
 
 # The scale benchmark (issue 21) takes minutes, so it is not part of `make bench`: N Applications and
 # N Stages, the built controller as its own process; BENCH_ARGS passes it extra flags, BENCH_ENV

@@ -158,6 +158,25 @@ spec:
 		sc.G.Expect(revert.TreeHash).To(Equal(srv.CommitObject(v1Commit).TreeHash), "the revert restores v1's files exactly")
 	})
 
+	// For comparison, in the same run: the engine alone, syncing a commit a person pushed to the
+	// branch (another file of the overlay, so not Stagecoach's business) when asked to refresh,
+	// as Stagecoach asks after its push.
+	t.Run("the engine's own time to sync a pushed commit", func(t *testing.T) {
+		sc := sc.For(t)
+		srv.Checkout("env/staging")
+		theirs := srv.Commit("notes", map[string]string{"staging/notes.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"}, nil)
+		srv.Checkout("main")
+		pushed := time.Now()
+		sc.MergePatch("argoproj.io/v1alpha1", "Application", "staging", `{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
+		sc.G.Eventually(func(g Gomega) {
+			app := sc.Get(g, "argoproj.io/v1alpha1", "Application", "staging")
+			g.Expect(localstack.Field(app, "status", "operationState", "syncResult", "revision")).To(Equal(theirs))
+			g.Expect(localstack.Field(app, "status", "sync", "status")).To(Equal("Synced"))
+			g.Expect(localstack.Field(app, "status", "health", "status")).To(Equal("Healthy"))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		report("%-8s the engine alone: a pushed commit → Argo CD synced and Healthy in %s", "git-push", time.Since(pushed).Round(10*time.Millisecond))
+	})
+
 	t.Run("a commit by someone else freezes the Stage", func(t *testing.T) {
 		sc := sc.For(t)
 		srv.Checkout("env/staging")
@@ -177,4 +196,128 @@ spec:
 		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 		sc.G.Expect(srv.Head("env/staging")).To(Equal(theirs), "nothing is written over it")
 	})
+}
+
+// Two Stages promote by commit to one branch at the same moment: each writes its own overlay, the
+// second push is refused as not fast-forward or waits for the first, and is written again on top
+// of it; both land, in order, neither over the other.
+func TestTwoPromotionsToOneBranch(t *testing.T) {
+	sc := env.Scenario(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.Commit("base", map[string]string{"README.md": "config\n"}, nil)
+	srv.Branch("env/staging")
+	apps := []string{"web", "api"}
+	digests := map[string]string{}
+	for _, app := range apps {
+		srv.Commit(app+" overlay", map[string]string{"staging/" + app + "/configmap.yaml": fmt.Sprintf(
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  digest: none\n", app)}, nil)
+		repo := sc.NS + "/" + app
+		digests[app] = sc.Push(repo, "v1.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap(app, "v1.0.0")})
+		sc.Apply(fmt.Sprintf(`
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: %[1]s, labels: {stagecoach.dev/stage: %[1]s}}
+spec:
+  project: default
+  source: {repoURL: %[2]s, path: staging/%[1]s, targetRevision: env/staging}
+  destination: {server: https://kubernetes.default.svc, namespace: %[3]s}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+`, app, srv.URL, sc.TargetNamespace(app)))
+		sc.Stage(app, app, "staging", stagecoachv1.ApplierReference{Kind: "Application", Name: app},
+			stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: sc.Registry.Repository(repo), Semver: ">=1.0.0"}},
+			func(s *stagecoachv1.Stage) {
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: srv.URL, Insecure: true, Branch: "env/staging",
+					Set: []stagecoachv1.GitFileEdit{{Path: "staging/" + app + "/configmap.yaml", Key: "data.digest"}}}}
+			})
+	}
+	srv.Checkout("main")
+	before := srv.Head("env/staging")
+	for _, app := range apps {
+		sc.G.Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(sc.GetStage(g, app).Status.Conditions, stagecoachv1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "Stage %s Ready: %s: %s", app, c.Reason, c.Message)
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	}
+	requested := time.Now()
+	for _, app := range apps {
+		sc.Promote(app, "v1.0.0", digests[app])
+	}
+	for _, app := range apps {
+		tl := sc.WaitVerified(app, digests[app], requested)
+		sc.G.Eventually(func(g Gomega) {
+			g.Expect(sc.ConfigMapData(g, sc.TargetNamespace(app), app)).To(HaveKeyWithValue("digest", digests[app]))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		report("%-8s two promotions to one branch at once: %s %s", "git-push", app, tl)
+	}
+	// Two commits on top of the branch as it was, one after the other, each with both changes so far.
+	head := srv.CommitObject(srv.Head("env/staging"))
+	sc.G.Expect(head.ParentHashes).To(HaveLen(1))
+	first := srv.CommitObject(head.ParentHashes[0].String())
+	sc.G.Expect(first.ParentHashes).To(Equal([]plumbing.Hash{plumbing.NewHash(before)}))
+	sc.G.Expect([]string{first.Message, head.Message}).To(ConsistOf(ContainSubstring("Stagecoach-Stage: "+sc.NS+"/web\n"), ContainSubstring("Stagecoach-Stage: "+sc.NS+"/api\n")))
+	for _, app := range apps {
+		sc.G.Expect(srv.File(head.Hash.String(), "staging/"+app+"/configmap.yaml")).To(ContainSubstring("digest: " + digests[app]))
+	}
+}
+
+// A Stage of Git commits promoted by merging into the environment's branch, which a Flux
+// GitRepository follows: each promoted commit of main is fast-forwarded onto env/prod, the real
+// source-controller fetches it and the real kustomize-controller applies it; landing is proven
+// at the commit on the branch. Stagecoach never writes the GitRepository's spec.
+func TestMergePromotionToABranchFluxFollows(t *testing.T) {
+	sc := env.Scenario(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	configMap := func(version string) map[string]string {
+		return map[string]string{"app/configmap.yaml": fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {version: %q}\n", version)}
+	}
+	c1 := srv.Commit("release one", configMap("one"), nil)
+	srv.Branch("env/prod")
+	srv.Checkout("main")
+	c2 := srv.Commit("release two", configMap("two"), nil)
+	target := sc.TargetNamespace("prod")
+	sc.Apply(fmt.Sprintf(`
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: config-prod, labels: {stagecoach.dev/stage: prod}}
+spec:
+  interval: 10m
+  url: %[1]s
+  ref: {branch: env/prod}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: prod, labels: {stagecoach.dev/stage: prod}}
+spec:
+  interval: 10m
+  prune: true
+  path: ./app
+  targetNamespace: %[2]s
+  sourceRef: {kind: GitRepository, name: config-prod}
+`, srv.URL, target))
+	sc.Stage("prod", "web", "prod", stagecoachv1.ApplierReference{Kind: "GitRepository", Name: "config-prod", Kustomization: "prod"},
+		stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: srv.URL, Branch: "main", Insecure: true, Interval: &metav1.Duration{Duration: time.Hour}}},
+		func(s *stagecoachv1.Stage) {
+			s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: srv.URL, Insecure: true, Branch: "env/prod", Merge: true}}
+		})
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.ConfigMapData(g, target, "web")).To(HaveKeyWithValue("version", "one"))
+		c := meta.FindStatusCondition(sc.GetStage(g, "prod").Status.Conditions, stagecoachv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "Stage prod Ready: %s: %s", c.Reason, c.Message)
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	sc.G.Expect(srv.Head("env/prod")).To(Equal(c1))
+
+	requested := time.Now()
+	sc.Promote("prod", c2[:7], "sha1:"+c2)
+	tl := sc.WaitVerified("prod", "sha1:"+c2, requested)
+	sc.G.Expect(srv.Head("env/prod")).To(Equal(c2), "fast-forwarded to the promoted commit")
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.ConfigMapData(g, target, "web")).To(HaveKeyWithValue("version", "two"))
+		repo := sc.Get(g, "source.toolkit.fluxcd.io/v1", "GitRepository", "config-prod")
+		g.Expect(localstack.Field(repo, "status", "artifact", "revision")).To(Equal("env/prod@sha1:" + c2))
+		g.Expect(localstack.Field(repo, "spec", "ref", "commit")).To(BeEmpty(), "Stagecoach does not pin the GitRepository")
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	report("%-8s promotion by merge into env/prod → Flux fetched and applied it %s", "git-push", tl)
 }

@@ -73,7 +73,7 @@ func TestStageAuthorGuard(t *testing.T) {
 			wantErr: "names author tina but is written by bob"},
 		{name: "bob points tina's Stage at another upstream", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change:  func(s *stagecoachv1.Stage) { s.Spec.Source.Upstream.Stage = "bobs-stage" },
-			wantErr: "whoever sets the applyRef, the source or a check's run is who the controller writes the applier and creates runs as"},
+			wantErr: "whoever sets the applyRef, the source, promotion.git or a check's run is who the controller writes the applier, pushes and creates runs as"},
 		// Issue 39: a check's run is created as the author, so adding or changing one is theirs.
 		{name: "bob adds a run to tina's Stage's checks", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change: func(s *stagecoachv1.Stage) {
@@ -88,6 +88,29 @@ func TestStageAuthorGuard(t *testing.T) {
 			},
 			change: func(s *stagecoachv1.Stage) {
 				s.Spec.Promotion.Checks[0].Run.Template.Raw = []byte(`{"apiVersion":"v1","kind":"Pod","spec":{"hostNetwork":true}}`)
+			},
+			wantErr: "names author tina but is written by bob"},
+		// Issue 40: the controller pushes with Secrets the author may read, to the repository
+		// promotion.git names: changing it is the author's.
+		{name: "bob points tina's promotion by commit at his own repository", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			create: func(s *stagecoachv1.Stage) {
+				s.Spec.ApplyRef = stagecoachv1.ApplierReference{Kind: "Application", Name: s.Name}
+				s.Spec.Completion = nil
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/team-a/config.git",
+					Branch: "env/dev", SecretRef: &stagecoachv1.LocalObjectReference{Name: "push"},
+					Set: []stagecoachv1.GitFileEdit{{Path: "dev/values.yaml", Key: "image.digest"}}}}
+			},
+			change:  func(s *stagecoachv1.Stage) { s.Spec.Promotion.Git.URL = "https://bob.example/config.git" },
+			wantErr: "whoever sets the applyRef, the source, promotion.git or a check's run is who the controller writes the applier, pushes and creates runs as"},
+		{name: "bob adds a promotion by commit to tina's Stage", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			create: func(s *stagecoachv1.Stage) {
+				s.Spec.ApplyRef = stagecoachv1.ApplierReference{Kind: "Application", Name: s.Name}
+				s.Spec.Completion = nil
+			},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/team-a/config.git",
+					Branch: "env/dev", SigningKeyRef: &stagecoachv1.LocalObjectReference{Name: "signing"},
+					Set: []stagecoachv1.GitFileEdit{{Path: "dev/values.yaml", Key: "image.digest"}}}}
 			},
 			wantErr: "names author tina but is written by bob"},
 		{name: "bob adds an HTTP check: the author stays", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
