@@ -47,7 +47,11 @@ func (gitRollout) phaseOnApplier() bool { return true }
 func (g gitRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (time.Duration, error) {
 	obs := applier.Observation{Phase: applier.Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: "not pushed yet"}
 	if c := p.Status.Commit; c != nil {
-		obs = g.applier.Observe(run.obj, gitsource.Digest(c.SHA))
+		at, err := g.landingCommit(ctx, run, p)
+		if err != nil {
+			return 0, err
+		}
+		obs = g.applier.Observe(run.obj, gitsource.Digest(at))
 	} else if g.spec.PullRequest != nil {
 		// Proposed, reviewed and merged on the forge first (pullrequest.go).
 		merged, requeue, err := g.pullRequest(ctx, run, p)
@@ -69,6 +73,30 @@ func (g gitRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotio
 		}
 		return true, fmt.Sprintf("%s to %s of %s; waiting for %s '%s' to sync it", how, c.Branch, g.spec.URL, run.obj.GetKind(), run.obj.GetName()), nil
 	})
+}
+
+// landingCommit is the commit at which the Promotion's landing is proven: the one it wrote, or a
+// later commit of the branch that the engine synced instead when it still holds what was written
+// (another Stage's promotion to the same branch came right after).
+func (g gitRollout) landingCommit(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (string, error) {
+	written := p.Status.Commit.SHA
+	synced := g.applier.SyncedCommit(run.obj)
+	if synced == "" || synced == written {
+		return written, nil
+	}
+	req, problem, err := g.request(ctx, run, p)
+	if err != nil || problem != "" {
+		return written, err // the write would fail the same way: observe what was written
+	}
+	holds, err := run.r.GitWriter.Holds(ctx, req, synced, written)
+	if err != nil {
+		return "", fmt.Errorf("failed to tell whether commit %s of %s holds Promotion %s's commit %s: %w",
+			gitsource.Short(synced), g.spec.URL, p.Name, gitsource.Short(written), err)
+	}
+	if holds {
+		return synced, nil
+	}
+	return written, nil
 }
 
 // apply writes the version to the branch once (a pull request's merge has written it already)

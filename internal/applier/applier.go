@@ -86,6 +86,11 @@ type Applier interface {
 	// Takes is the kind of version the applier's field takes: OCI digests or Git commits
 	// (sha1:<SHA>), or either (spec.applyRef.set, whose templates choose).
 	Takes(obj *unstructured.Unstructured) VersionKind
+	// SyncedCommit is the Git commit (40 hex) the engine's status says it last fetched or synced
+	// for the promoted source, "" when the kind does not follow a branch or has not yet. A Stage
+	// that promotes by commit asks whether it holds the commit it pushed (a later commit on the
+	// branch, by another Stage, is synced instead of it).
+	SyncedCommit(obj *unstructured.Unstructured) string
 }
 
 // VersionKind is what kind of version an applier or a source deals in.
@@ -133,6 +138,9 @@ func (Defaults) Drifted(*unstructured.Unstructured, string) (string, bool) { ret
 
 // Takes implements Applier: the kind is written OCI digests.
 func (Defaults) Takes(*unstructured.Unstructured) VersionKind { return OCIDigests }
+
+// SyncedCommit implements Applier: the kind follows no branch.
+func (Defaults) SyncedCommit(*unstructured.Unstructured) string { return "" }
 
 // DigestAnnotation records, on an applier that is given a version's tag (a chart version), the
 // digest Stagecoach verified behind it: the object itself cannot say which digest it runs.

@@ -306,6 +306,20 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, digest, reconciledAt)}
 }
 
+// SyncedCommit implements Applier: the revision of the promoted plain Git source that the last
+// sync operation applied.
+func (a ArgoCDApplication) SyncedCommit(obj *unstructured.Unstructured) string {
+	p, found := a.promotedSource(obj)
+	if !found || !p.git() {
+		return ""
+	}
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if rev := statusRevision(status, p, "operationState", "syncResult"); commitPattern.MatchString(rev) && len(rev) == 40 {
+		return rev
+	}
+	return ""
+}
+
 // AlreadyLive tells whether Argo CD found the cluster already running digest when it compared
 // the Application after Stagecoach wrote it at written, and when (reconciledAt). Argo CD then
 // starts no sync, so the last operation stays one of another revision: a rollback after a sync

@@ -253,6 +253,15 @@ func (FluxGitRepository) SetRevision(obj *unstructured.Unstructured, v Version, 
 	return nil
 }
 
+// SyncedCommit implements Applier: the commit of the stored artifact (<ref>@sha1:<SHA>).
+func (FluxGitRepository) SyncedCommit(obj *unstructured.Unstructured) string {
+	rev, _, _ := unstructured.NestedString(obj.Object, "status", "artifact", "revision")
+	if i := strings.LastIndex(rev, "sha1:"); i >= 0 && len(rev)-i == 45 {
+		return rev[i+5:]
+	}
+	return ""
+}
+
 // Observe implements Applier.
 func (o FluxGitRepository) Observe(obj *unstructured.Unstructured, digest string) Observation {
 	return observeSource(obj, digest, gitRepositoryFailures, o.Kustomizations)

@@ -82,8 +82,9 @@ func (f *giteaForge) Merge(ctx context.Context, number int64, headSHA, style str
 }
 
 func fromGitea(pr *gitea.PullRequest) *PullRequest {
-	out := &PullRequest{Number: pr.Index, URL: pr.HTMLURL, Open: pr.State == gitea.StateOpen, Merged: pr.HasMerged,
-		Conflicting: pr.State == gitea.StateOpen && !pr.Mergeable}
+	// Gitea's mergeable is false while it is still checking a new request for conflicts, and the
+	// API does not say which: a conflict shows as a refused merge instead (Conflicting stays false).
+	out := &PullRequest{Number: pr.Index, URL: pr.HTMLURL, Open: pr.State == gitea.StateOpen, Merged: pr.HasMerged}
 	if pr.Head != nil {
 		out.HeadSHA = pr.Head.Sha
 	}

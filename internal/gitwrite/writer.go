@@ -180,6 +180,55 @@ func (w *Writer) Write(ctx context.Context, req Request) (Result, error) {
 
 var errMoved = errors.New("moved")
 
+// Holds reports whether commit synced carries what commit written wrote to req.Branch: written is
+// synced or one of its ancestors, and the files req.Edits change are the same at both (for a
+// merge, the whole tree). A later commit of another Stage on the branch holds it; a later commit
+// that changed those files does not. synced is fetched when the clone does not have it yet.
+func (w *Writer) Holds(ctx context.Context, req Request, synced, written string) (bool, error) {
+	if synced == written {
+		return true, nil
+	}
+	c := w.clone(req.Key, req.Now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	repo, err := c.open(req.URL)
+	if err != nil {
+		return false, err
+	}
+	commit := func(sha string) (*object.Commit, error) { return repo.CommitObject(plumbing.NewHash(sha)) }
+	if _, err := commit(synced); err != nil {
+		remoteRef := plumbing.NewRemoteReferenceName("origin", req.Branch)
+		err := repo.FetchContext(ctx, &gogit.FetchOptions{RemoteName: "origin", RemoteURL: req.URL, Auth: req.Credentials.Auth,
+			CABundle: req.Credentials.CABundle, Tags: gogit.NoTags, Force: true,
+			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", req.Branch, remoteRef))}})
+		if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+			return false, fmt.Errorf("fetching %s of %s: %w", req.Branch, req.URL, gitsource.Classify(err))
+		}
+	}
+	syncedCommit, err := commit(synced)
+	if err != nil {
+		return false, nil // not on the branch: another commit altogether
+	}
+	writtenCommit, err := commit(written)
+	if err != nil {
+		return false, err
+	}
+	if ancestor, err := writtenCommit.IsAncestor(syncedCommit); err != nil || !ancestor {
+		return false, err
+	}
+	if req.Merge != "" {
+		return syncedCommit.TreeHash == writtenCommit.TreeHash, nil
+	}
+	for _, e := range req.Edits {
+		a, errA := writtenCommit.File(e.Path)
+		b, errB := syncedCommit.File(e.Path)
+		if errA != nil || errB != nil || a.Hash != b.Hash {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // attempt fetches the branch, writes on its head and pushes once.
 func (c *clone) attempt(ctx context.Context, req Request) (Result, error) {
 	repo, err := c.open(req.URL)

@@ -370,3 +370,40 @@ func TestWriteToAPullRequestBranch(t *testing.T) {
 	g.Expect(again.Commit).NotTo(Equal(res.Commit))
 	g.Expect(srv.Head("stagecoach/staging/p1")).To(Equal(again.Commit), "the request's branch is Stagecoach's to write over")
 }
+
+// What the engine synced holds a promotion's commit when it is that commit or a later one of the
+// branch that left the written files as they were.
+func TestHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after func(srv *gittest.Server, written string) string // returns the synced commit
+		want  bool
+	}{
+		{name: "the commit itself", want: true, after: func(_ *gittest.Server, written string) string { return written }},
+		{name: "a later commit to another file", want: true, after: func(srv *gittest.Server, _ string) string {
+			return srv.Commit("api", map[string]string{"overlays/api/values.yaml": "v: 2\n"}, nil)
+		}},
+		{name: "a later commit to the written file", after: func(srv *gittest.Server, _ string) string {
+			return srv.Commit("hand edit", map[string]string{"overlays/staging/kustomization.yaml": kustomization}, nil)
+		}},
+		{name: "a commit before it", after: func(srv *gittest.Server, written string) string {
+			return srv.CommitObject(written).ParentHashes[0].String()
+		}},
+		{name: "a commit of no branch fetched", after: func(_ *gittest.Server, _ string) string { return strings.Repeat("b", 40) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			srv := envRepo(t, gittest.Options{})
+			w := gitwrite.New()
+			req := request(srv, setImage(digest))
+			res, err := w.Write(t.Context(), req)
+			g.Expect(err).NotTo(HaveOccurred())
+			srv.Checkout("env/staging")
+			synced := tc.after(srv, res.Commit)
+			srv.Checkout("main")
+			holds, err := w.Holds(t.Context(), req, synced, res.Commit)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(holds).To(Equal(tc.want))
+		})
+	}
+}

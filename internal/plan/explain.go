@@ -24,6 +24,8 @@ type Explanation struct {
 	// Takes says, for a Stage of Git commits, where they come from (a Stage of OCI digests says
 	// nothing: that is the default).
 	Takes string `json:"takes,omitempty"`
+	// Writes says, for a Stage that promotes through Git, where its commits or pull requests go.
+	Writes string `json:"writes,omitempty"`
 	// Runs is the verified version running, if any.
 	Runs *stagecoachv1.CurrentVersion `json:"runs,omitempty"`
 	// Promoting is the running Promotion; Waiting the next one to start.
@@ -62,6 +64,9 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 		e.NotReady = ready.Reason + ": " + ready.Message
 	}
 	e.Takes = takes(stage.Spec.Source.Git, stage.Namespace)
+	if p := stage.Spec.Promotion; p != nil {
+		e.Writes = writes(p.Git)
+	}
 	e.Runs = stage.Status.Current.DeepCopy()
 	q := Queue(promotions)
 	if p := q.Running; p != nil && p.Status.Version != nil {
@@ -114,6 +119,9 @@ func (e Explanation) Lines() []string {
 	}
 	if e.Takes != "" {
 		add("takes:     %s", e.Takes)
+	}
+	if e.Writes != "" {
+		add("writes:    %s", e.Writes)
 	}
 	if p := e.Promoting; p != nil {
 		add("promoting: Promotion %s applies %s: %s", p.Name, describeVersion(p.Version.Tag, p.Version.Digest), p.Message)
@@ -209,4 +217,33 @@ func takes(src *stagecoachv1.GitSource, namespace string) string {
 		fmt.Fprintf(&b, ", signed (%s) by a key of Secret '%s/%s'", v.GetMode(), namespace, v.SecretRef.Name)
 	}
 	return b.String()
+}
+
+// writes says where a Stage that promotes through Git writes: the branch, how, and who merges.
+func writes(g *stagecoachv1.GitPromotion) string {
+	if g == nil {
+		return ""
+	}
+	how := "signed commits"
+	if g.SigningKeyRef == nil {
+		how = "commits"
+	}
+	if g.Merge {
+		how += " merging the promoted commit"
+	} else {
+		var files []string
+		for _, e := range g.Set {
+			files = append(files, e.Path)
+		}
+		how += " to " + strings.Join(files, ", ")
+	}
+	out := fmt.Sprintf("%s on branch %s of %s", how, g.Branch, g.URL)
+	if pr := g.PullRequest; pr != nil {
+		merger := "Stagecoach merges them"
+		if pr.Merge == stagecoachv1.PullRequestMergeManual {
+			merger = "a person merges them"
+		}
+		out = fmt.Sprintf("%s, as %s pull requests (%s)", out, pr.Provider, merger)
+	}
+	return out
 }

@@ -34,6 +34,15 @@ func TestExplain(t *testing.T) {
 			s.Spec.Source.Git = &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main", Paths: []string{"overlays/prod"},
 				Verify: &stagecoachv1.GitVerification{SecretRef: stagecoachv1.LocalObjectReference{Name: "signers"}}}
 		}, want: []string{"  takes:     Git commits of https://git.example/org/config.git (branch main) that change overlays/prod, signed (HEAD) by a key of Secret 'prod/signers'"}},
+		{name: "a Stage that promotes by pull request says where", stage: func(s *stagecoachv1.Stage) {
+			s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/org/config.git", Branch: "env/prod",
+				Set:           []stagecoachv1.GitFileEdit{{Path: "prod/values.yaml", Key: "image.digest"}},
+				SigningKeyRef: &stagecoachv1.LocalObjectReference{Name: "signing"},
+				PullRequest:   &stagecoachv1.GitPullRequest{Provider: "GitHub", Merge: stagecoachv1.PullRequestMergeManual}}}
+		}, want: []string{"  writes:    signed commits to prod/values.yaml on branch env/prod of https://git.example/org/config.git, as GitHub pull requests (a person merges them)"}},
+		{name: "a Stage that merges commits says where", stage: func(s *stagecoachv1.Stage) {
+			s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/org/config.git", Branch: "env/prod", Merge: true}}
+		}, want: []string{"  writes:    commits merging the promoted commit on branch env/prod of https://git.example/org/config.git"}},
 		{name: "new Stage", stage: func(s *stagecoachv1.Stage) { s.Status.Conditions = nil },
 			want: []string{"prod/payments (payments, prod)", "  not reconciled yet", "  runs:      nothing verified yet", "  nothing to do"}},
 		{name: "running a promotion", promotions: []stagecoachv1.Promotion{running},

@@ -207,8 +207,9 @@ func TestTwoPromotionsToOneBranch(t *testing.T) {
 	srv.Commit("base", map[string]string{"README.md": "config\n"}, nil)
 	srv.Branch("env/staging")
 	apps := []string{"web", "api"}
-	digests := map[string]string{}
+	digests, targets := map[string]string{}, map[string]string{}
 	for _, app := range apps {
+		targets[app] = sc.TargetNamespace(app)
 		srv.Commit(app+" overlay", map[string]string{"staging/" + app + "/configmap.yaml": fmt.Sprintf(
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  digest: none\n", app)}, nil)
 		repo := sc.NS + "/" + app
@@ -223,7 +224,7 @@ spec:
   destination: {server: https://kubernetes.default.svc, namespace: %[3]s}
   syncPolicy:
     automated: {prune: true, selfHeal: true}
-`, app, srv.URL, sc.TargetNamespace(app)))
+`, app, srv.URL, targets[app]))
 		sc.Stage(app, app, "staging", stagecoachv1.ApplierReference{Kind: "Application", Name: app},
 			stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: sc.Registry.Repository(repo), Semver: ">=1.0.0"}},
 			func(s *stagecoachv1.Stage) {
@@ -247,7 +248,7 @@ spec:
 	for _, app := range apps {
 		tl := sc.WaitVerified(app, digests[app], requested)
 		sc.G.Eventually(func(g Gomega) {
-			g.Expect(sc.ConfigMapData(g, sc.TargetNamespace(app), app)).To(HaveKeyWithValue("digest", digests[app]))
+			g.Expect(sc.ConfigMapData(g, targets[app], app)).To(HaveKeyWithValue("digest", digests[app]))
 		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 		report("%-8s two promotions to one branch at once: %s %s", "git-push", app, tl)
 	}

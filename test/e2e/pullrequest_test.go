@@ -15,6 +15,7 @@ import (
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
 )
 
 // Promotion by pull request on a real Gitea, synced by the real Argo CD: each promotion's commit
@@ -198,4 +199,38 @@ spec:
 		running(sc.G, versions["v2.0.0"])
 		sc.G.Expect(strings.Contains(after.Body, "```diff")).To(BeTrue())
 	})
+}
+
+// The demo's delivery by pull request (pipeline.SetupPullRequest, make demo): what dev verified
+// reaches the gitops Stage through a pull request on Gitea that Stagecoach merges, and the
+// Application following env/prod syncs the merge commit.
+func TestDemoPullRequestDelivery(t *testing.T) {
+	sc := env.Scenario(t)
+	repo, target := sc.NS+"/payments", sc.TargetNamespace("dev")
+	v1 := sc.Push(repo, "v1.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap("payments", "v1.0.0")})
+	sc.FluxOCISource("payments-dev", repo, "v1.0.0", "dev", target)
+	sc.Stage("dev", "payments", "dev",
+		stagecoachv1.ApplierReference{Kind: "OCIRepository", Name: "payments-dev", Kustomization: "payments-dev-apply"},
+		stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "none"}}, nil)
+	d, err := pipeline.SetupPullRequest(sc.Ctx(), env, sc.NS, "payments", "dev")
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	sc.Promote("dev", "v1.0.0", v1)
+	sc.WaitVerified("dev", v1, time.Time{})
+	sc.G.Eventually(func(g Gomega) {
+		s, err := d.Stage(sc.Ctx(), pipeline.GitOpsLane)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.Status.Current).NotTo(BeNil())
+		g.Expect(s.Status.Current.Digest).To(Equal(v1))
+		g.Expect(meta.IsStatusConditionTrue(s.Status.Conditions, stagecoachv1.ConditionVerified)).To(BeTrue())
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	pr, merged, err := d.PullRequestOf(sc.Ctx(), v1)
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	sc.G.Expect(pr).NotTo(BeNil())
+	sc.G.Expect(pr.URL).To(HavePrefix(d.Repo.URL[:strings.Index(d.Repo.URL, "/stagecoach/")]))
+	head, err := d.Repo.Head("env/prod")
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	sc.G.Expect(merged.SHA).To(Equal(head))
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.ConfigMapData(g, d.Target, "payments")).To(HaveKeyWithValue("digest", v1))
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 }

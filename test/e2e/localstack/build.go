@@ -182,7 +182,7 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 			return err
 		}
 		b.Gitea, b.GiteaAssets = filepath.Join(binDir, "gitea-"+GiteaVersion), giteaDir
-		return goBuild{what: "Gitea " + GiteaVersion, dir: giteaDir, estimate: "about 12 minutes",
+		return goBuild{what: "Gitea " + GiteaVersion, dir: giteaDir, estimate: "about 4 minutes",
 			ldflags: "-X main.Version=" + strings.TrimPrefix(GiteaVersion, "v"),
 			outputs: []output{{pkg: "gitea.dev", file: b.Gitea}}}.run(laneCtx, progress)
 	})

@@ -92,8 +92,16 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		"    dev     Flux GitRepository + Kustomization; takes each commit of main that changes app/\n" +
 		"    staging Argo CD Application on the Git source; follows dev, verified once a Job of the commit's\n" +
 		"            integration tests completes (kube-controller-manager's Job controller; no node runs, a stand-in\n" +
-		"            kubelet ends its Pod)")
+		"            kubelet ends its Pod)\n" +
+		"promotion by pull request (a Gitea built from the Go module proxy):\n" +
+		"    gitops  Argo CD Application following branch env/prod of an environment repository on Gitea; takes what\n" +
+		"            payments dev verified by opening a pull request that writes the digest into prod/configmap.yaml\n" +
+		"            (its body: the version, the gates, the diff), which Stagecoach merges once the gates pass")
 	config, err := pipeline.SetupConfig(ctx, s, "demo", "settings")
+	if err != nil {
+		return err
+	}
+	gitops, err := pipeline.SetupPullRequest(ctx, s, "demo", "payments", p.Stages[pipeline.Dev])
 	if err != nil {
 		return err
 	}
@@ -117,6 +125,14 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		return err
 	}
 	say("v1.0.0 runs in dev, staging and prod")
+	if err := waitVerified(ctx, gitops, pipeline.GitOpsLane, v1); err != nil {
+		return err
+	}
+	pr, merged, err := gitops.PullRequestOf(ctx, v1)
+	if err != nil {
+		return err
+	}
+	say("v1.0.0 runs in gitops: pull request #%d (%s) merged by Stagecoach as commit %s on env/prod, which Argo CD synced", pr.Number, pr.URL, merged.SHA[:12])
 
 	say("pushing the checkout image v1.0.0, signed")
 	checkout, err := p.PushPluginImage(ctx, "v1.0.0", pipeline.SignedBundle)
