@@ -591,6 +591,7 @@ type PromotionPolicy struct {
 // what the commit changes (set a version into files, or merge the promoted commit), and who signs.
 // +kubebuilder:validation:XValidation:rule="(has(self.set) && size(self.set) > 0) != (has(self.merge) && self.merge)",message="promotion.git must set exactly one of set (write the version into files) or merge: true (merge the promoted commit of a Stage of Git commits)"
 // +kubebuilder:validation:XValidation:rule="!self.url.startsWith('http://') || self.insecure",message="promotion.git.url uses plain http: use https, or set insecure: true for a server you trust on your network"
+// +kubebuilder:validation:XValidation:rule="!has(self.pullRequest) || !has(self.pullRequest.apiURL) || !self.pullRequest.apiURL.startsWith('http://') || self.insecure",message="promotion.git.pullRequest.apiURL uses plain http, which would send the forge token in the clear: use https, or set insecure: true for a server you trust on your network"
 type GitPromotion struct {
 	// URL of the environment's repository: https://, ssh:// or (with insecure) http://.
 	// +kubebuilder:validation:MaxLength=2048
@@ -612,6 +613,7 @@ type GitPromotion struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('refs/') && !self.contains('..') && !self.endsWith('/')",message="promotion.git.branch is a branch name such as env/staging, not a ref"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._/+-]+$') && !self.startsWith('-') && !self.startsWith('/') && !self.contains('//') && !self.endsWith('.lock') && !self.endsWith('.')",message="promotion.git.branch must be a valid Git branch name: letters, digits and . _ / + -"
 	// +required
 	Branch string `json:"branch"`
 
@@ -638,7 +640,7 @@ type GitPromotion struct {
 	SigningKeyRef *LocalObjectReference `json:"signingKeyRef,omitempty"`
 
 	// PullRequest opens a pull request with each promotion's commit, from a branch of its own
-	// (stagecoach/<Stage>/<Promotion>) into branch, instead of pushing to branch: its body lists
+	// (stagecoach/<namespace>/<Stage>/<Promotion>) into branch, instead of pushing to branch: its body lists
 	// the version, each gate's verdict and the diff. Stagecoach merges it (merge: Auto), or a
 	// person does (merge: Manual) and the Promotion waits; a request closed without merging, in
 	// conflict, or whose branch someone else pushed to fails the Promotion.
@@ -713,6 +715,13 @@ type GitFileEdit struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Value string `json:"value,omitempty"`
+}
+
+// BranchCommit is a commit of a repository's branch.
+type BranchCommit struct {
+	SHA    string `json:"sha"`
+	URL    string `json:"url"`
+	Branch string `json:"branch"`
 }
 
 // GitAuthor is who a commit says wrote it.
@@ -989,11 +998,12 @@ type StageStatus struct {
 	// +optional
 	Adopted *AdoptedRevision `json:"adopted,omitempty"`
 
-	// LastCommit is the commit Stagecoach last pushed to promotion.git.branch (or found there when
-	// it first wrote); a later commit on the files it writes that it did not make is a foreign
-	// write.
+	// LastCommit is the commit Stagecoach last pushed to promotion.git's branch (or found there
+	// holding the version), with the repository and branch: a later commit there on the files it
+	// writes that it did not make is a foreign write. Another repository or branch in the spec
+	// starts afresh.
 	// +optional
-	LastCommit string `json:"lastCommit,omitempty"`
+	LastCommit *BranchCommit `json:"lastCommit,omitempty"`
 
 	// Hold stops automatic promotion until a person promotes, after a failure.
 	// +optional

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	fluxsig "github.com/fluxcd/pkg/git/signature"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,6 +105,9 @@ func (g gitRollout) landingCommit(ctx context.Context, run *Run, p *stagecoachv1
 // and asks the engine to look at it now.
 func (g gitRollout) apply(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (bool, error) {
 	if p.Status.Commit != nil {
+		if err := g.recordOnStage(ctx, run, p); err != nil {
+			return false, err
+		}
 		return true, g.nudge(ctx, run, p)
 	}
 	res, done, err := g.write(ctx, run, p, "")
@@ -160,8 +165,18 @@ func (g gitRollout) onBranch(ctx context.Context, run *Run, p *stagecoachv1.Prom
 	if err := run.status.save(ctx, p); err != nil {
 		return err
 	}
-	run.stage.Status.LastAppliedDigest = p.Status.Version.Digest
-	run.stage.Status.LastCommit = commit
+	return g.recordOnStage(ctx, run, p)
+}
+
+// recordOnStage says on the Stage that the branch holds p's version at its commit; written again
+// when a lost Stage write left it behind the Promotion (the Promotion is saved first).
+func (g gitRollout) recordOnStage(ctx context.Context, run *Run, p *stagecoachv1.Promotion) error {
+	last := &stagecoachv1.BranchCommit{SHA: p.Status.Commit.SHA, URL: g.spec.URL, Branch: g.spec.Branch}
+	st := &run.stage.Status
+	if st.LastAppliedDigest == p.Status.Version.Digest && st.LastCommit != nil && *st.LastCommit == *last {
+		return nil
+	}
+	st.LastAppliedDigest, st.LastCommit = p.Status.Version.Digest, last
 	return run.commit(ctx)
 }
 
@@ -204,9 +219,12 @@ func (g gitRollout) frozen(ctx context.Context, run *Run, p *stagecoachv1.Promot
 // credentials and signing key from the Stage's namespace. problem says why it cannot be made.
 func (g gitRollout) request(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (gitwrite.Request, string, error) {
 	stage, spec, version := run.stage, g.spec, p.Status.Version
-	req := gitwrite.Request{URL: spec.URL, Branch: spec.Branch, Now: run.now, LastCommit: stage.Status.LastCommit,
-		Message: CommitMessage(stage, p), Author: gitwrite.Author{Name: "Stagecoach", Email: "stagecoach@stagecoach.dev"},
-		Ours: OursFor(stage)}
+	req := gitwrite.Request{URL: spec.URL, Branch: spec.Branch, Now: run.now,
+		Message: CommitMessage(stage, p), Author: gitwrite.Author{Name: "Stagecoach", Email: "stagecoach@stagecoach.dev"}}
+	if last := stage.Status.LastCommit; last != nil && last.URL == spec.URL && last.Branch == spec.Branch {
+		// Another repository or branch in the spec starts afresh, as a first write does.
+		req.LastCommit = last.SHA
+	}
 	if spec.Author != nil {
 		req.Author = gitwrite.Author{Name: spec.Author.Name, Email: spec.Author.Email}
 	}
@@ -226,9 +244,13 @@ func (g gitRollout) request(ctx context.Context, run *Run, p *stagecoachv1.Promo
 		if err != nil || problem != "" {
 			return req, problem, err
 		}
-		if req.Signer, err = SignerFrom(data); err != nil {
+		var public gitsource.Keys
+		if req.Signer, public, err = SignerFrom(data); err != nil {
 			return req, fmt.Sprintf("the signing key in Secret '%s/%s' cannot be used: %v", stage.Namespace, ref.Name, err), nil
 		}
+		req.Ours = OursFor(stage, &public)
+	} else {
+		req.Ours = OursFor(stage, nil)
 	}
 	if spec.Merge {
 		sha, ok := strings.CutPrefix(version.Digest, gitsource.DigestPrefix)
@@ -314,7 +336,7 @@ func CommitMessage(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion) string 
 	}
 	if p.Spec.Action == stagecoachv1.ActionRollback {
 		fmt.Fprintf(&b, "Revert %s in %s to %s\n\n", stage.Spec.Service, stage.Spec.Environment, version)
-		fmt.Fprintf(&b, "Rolls back to the last verified version: %s\n", p.Spec.Reason)
+		fmt.Fprintf(&b, "Rolls back to the last verified version: %s\n", oneLine(p.Spec.Reason))
 	} else {
 		fmt.Fprintf(&b, "Promote %s to %s in %s\n\n", stage.Spec.Service, version, stage.Spec.Environment)
 	}
@@ -334,45 +356,87 @@ func CommitMessage(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion) string 
 		}
 	}
 	if p.Spec.RequestedBy != "" {
-		fmt.Fprintf(&b, "Requested by: %s\n", p.Spec.RequestedBy)
+		fmt.Fprintf(&b, "Requested by: %s\n", oneLine(p.Spec.RequestedBy))
 	}
 	fmt.Fprintf(&b, "\n%s: %s/%s\n%s: %s\n", StageTrailer, stage.Namespace, stage.Name, PromotionTrailer, p.Name)
 	return b.String()
 }
 
-// OursFor recognises the commits Stagecoach wrote for stage (by the Stage trailer).
-func OursFor(stage *stagecoachv1.Stage) func(*object.Commit) bool {
+// OursFor recognises the commits Stagecoach wrote for stage: the Stage trailer, and, when the
+// Stage signs (signedBy holds its public key), a signature of that key; anyone who may push can
+// write a trailer, no one else can sign with the Stage's key. Without a key the trailer is all
+// there is: sign the commits, or protect the branch.
+func OursFor(stage *stagecoachv1.Stage, signedBy *gitsource.Keys) func(*object.Commit) bool {
 	trailer := fmt.Sprintf("\n%s: %s/%s\n", StageTrailer, stage.Namespace, stage.Name)
-	return func(c *object.Commit) bool { return strings.Contains(c.Message, trailer) }
+	return func(c *object.Commit) bool {
+		if !strings.Contains(c.Message, trailer) {
+			return false
+		}
+		if signedBy == nil {
+			return true
+		}
+		_, err := gitsource.SignedBy(c, *signedBy)
+		return err == nil
+	}
 }
 
 // SignerFrom reads a signing key Secret as Flux's ImageUpdateAutomation does: git.asc (an armored
 // OpenPGP private key, passphrase when encrypted), or identity (an SSH private key, password
 // when encrypted).
-func SignerFrom(data map[string][]byte) (gogit.Signer, error) {
+// It returns the signer and its public key, to tell Stagecoach's own commits by their signature.
+func SignerFrom(data map[string][]byte) (gogit.Signer, gitsource.Keys, error) {
 	if armored, ok := data["git.asc"]; ok {
 		entities, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(armored))
 		if err != nil {
-			return nil, fmt.Errorf("git.asc is not an armored OpenPGP key: %w", err)
+			return nil, gitsource.Keys{}, fmt.Errorf("git.asc is not an armored OpenPGP key: %w", err)
 		}
 		if len(entities) != 1 {
-			return nil, fmt.Errorf("git.asc holds %d keys: give exactly one", len(entities))
+			return nil, gitsource.Keys{}, fmt.Errorf("git.asc holds %d keys: give exactly one", len(entities))
 		}
 		e := entities[0]
 		if e.PrivateKey == nil {
-			return nil, errors.New("git.asc holds a public key: give the private key")
+			return nil, gitsource.Keys{}, errors.New("git.asc holds a public key: give the private key")
 		}
 		if e.PrivateKey.Encrypted {
 			if err := e.PrivateKey.Decrypt(data["passphrase"]); err != nil {
-				return nil, fmt.Errorf("the passphrase does not decrypt git.asc: %w", err)
+				return nil, gitsource.Keys{}, fmt.Errorf("the passphrase does not decrypt git.asc: %w", err)
 			}
 		}
-		return fluxsig.NewOpenPGPSigner(e)
+		var public bytes.Buffer
+		w, err := armor.Encode(&public, openpgp.PublicKeyType, nil)
+		if err == nil {
+			err = e.Serialize(w)
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		if err != nil {
+			return nil, gitsource.Keys{}, fmt.Errorf("the public key of git.asc: %w", err)
+		}
+		signer, err := fluxsig.NewOpenPGPSigner(e)
+		return signer, gitsource.Keys{PGP: []string{public.String()}}, err
 	}
 	if identity, ok := data["identity"]; ok {
-		return fluxsig.NewSSHSigner(identity, data["password"])
+		signer, err := fluxsig.NewSSHSigner(identity, data["password"])
+		if err != nil {
+			return nil, gitsource.Keys{}, err
+		}
+		var key any
+		if pw := data["password"]; len(pw) > 0 {
+			key, err = ssh.ParseRawPrivateKeyWithPassphrase(identity, pw)
+		} else {
+			key, err = ssh.ParseRawPrivateKey(identity)
+		}
+		if err != nil {
+			return nil, gitsource.Keys{}, err
+		}
+		sshSigner, err := ssh.NewSignerFromKey(key)
+		if err != nil {
+			return nil, gitsource.Keys{}, err
+		}
+		return signer, gitsource.Keys{SSH: []string{string(ssh.MarshalAuthorizedKey(sshSigner.PublicKey()))}}, nil
 	}
-	return nil, errors.New("it has neither git.asc (OpenPGP) nor identity (SSH)")
+	return nil, gitsource.Keys{}, errors.New("it has neither git.asc (OpenPGP) nor identity (SSH)")
 }
 
 func firstLine(s string) string {
@@ -380,12 +444,16 @@ func firstLine(s string) string {
 	return line
 }
 
+// oneLine puts free text on one line: what a person wrote never starts a line of a commit
+// message, so it can never pass for a trailer.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // acceptBranch, on an Unfreeze, takes the branch as it is now: the next write does not judge the
 // commits before it.
 func (gitRollout) acceptBranch(run *Run) string {
-	if run.stage.Status.LastCommit == "" {
+	if run.stage.Status.LastCommit == nil {
 		return ""
 	}
-	run.stage.Status.LastCommit = ""
+	run.stage.Status.LastCommit = nil
 	return "; the commits on the branch are accepted as written"
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,15 +29,29 @@ func TestSignerFrom(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			signer, err := SignerFrom(tc.data)
+			signer, public, err := SignerFrom(tc.data)
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
-			sig, err := signer.Sign(strings.NewReader("payload"))
+			// A commit signed with it is told by its public key; an unsigned one, or one signed
+			// by another key, is not.
+			stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "staging"}}
+			commit := &object.Commit{Message: "Promote\n\nStagecoach-Stage: team/staging\nStagecoach-Promotion: p\n",
+				Author: object.Signature{Name: "Stagecoach", Email: "s@s"}, Committer: object.Signature{Name: "Stagecoach", Email: "s@s"}}
+			g.Expect(OursFor(stage, &public)(commit)).To(BeFalse(), "an unsigned commit with the trailer is not ours")
+			encoded := &plumbing.MemoryObject{}
+			g.Expect(commit.EncodeWithoutSignature(encoded)).To(Succeed())
+			r, err := encoded.Reader()
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(sig).NotTo(BeEmpty())
+			sig, err := signer.Sign(r)
+			g.Expect(err).NotTo(HaveOccurred())
+			commit.PGPSignature = string(sig)
+			g.Expect(OursFor(stage, &public)(commit)).To(BeTrue(), "signed with the Stage's key")
+			_, other, err := SignerFrom(map[string][]byte{"git.asc": gittest.NewPGPSigner(t, "mallory").Private})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(OursFor(stage, &other)(commit)).To(BeFalse(), "signed by another key than the Stage's")
 		})
 	}
 }
@@ -57,11 +72,11 @@ func TestCommitMessage(t *testing.T) {
 				{Gate: "soak", Passed: true, Message: "verified upstream for 1h\nmore"}, {Gate: "approvals", Passed: true}}}},
 			want: []string{"Promote web to v1.2.0 in staging\n\n", "Version: v1.2.0 (sha256:aaaa", "- soak passed: verified upstream for 1h\n",
 				"- approvals passed\n", "Requested by: alice\n", "\nStagecoach-Stage: team/staging\nStagecoach-Promotion: staging-x1\n"}},
-		{name: "a rollback is a revert", p: &stagecoachv1.Promotion{
+		{name: "a rollback is a revert; its reason stays on one line", p: &stagecoachv1.Promotion{
 			ObjectMeta: metav1.ObjectMeta{Name: "staging-rb"},
-			Spec:       stagecoachv1.PromotionSpec{Action: stagecoachv1.ActionRollback, Reason: "Promotion staging-x2 failed"},
+			Spec:       stagecoachv1.PromotionSpec{Action: stagecoachv1.ActionRollback, Reason: "Promotion staging-x2 failed\nStagecoach-Stage: team/prod"},
 			Status:     stagecoachv1.PromotionStatus{Version: version}},
-			want: []string{"Revert web in staging to v1.2.0\n\n", "Rolls back to the last verified version: Promotion staging-x2 failed\n",
+			want: []string{"Revert web in staging to v1.2.0\n\n", "Rolls back to the last verified version: Promotion staging-x2 failed Stagecoach-Stage: team/prod\n",
 				"Stagecoach-Promotion: staging-rb\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,10 +85,10 @@ func TestCommitMessage(t *testing.T) {
 			for _, w := range tc.want {
 				g.Expect(msg).To(ContainSubstring(w))
 			}
-			g.Expect(OursFor(stage)(&object.Commit{Message: msg})).To(BeTrue())
+			g.Expect(OursFor(stage, nil)(&object.Commit{Message: msg})).To(BeTrue())
 			other := stage.DeepCopy()
 			other.Name = "prod"
-			g.Expect(OursFor(other)(&object.Commit{Message: msg})).To(BeFalse(), "another Stage's commit is not ours")
+			g.Expect(OursFor(other, nil)(&object.Commit{Message: msg})).To(BeFalse(), "another Stage's commit is not ours")
 		})
 	}
 }

@@ -34,7 +34,8 @@ func (g gitRollout) pullRequest(ctx context.Context, run *Run, p *stagecoachv1.P
 	}
 	pr := p.Status.PullRequest
 	if pr == nil {
-		branch := fmt.Sprintf("stagecoach/%s/%s", run.stage.Name, p.Name)
+		// Named by namespace too: Stages of one name in two namespaces may write one repository.
+		branch := fmt.Sprintf("stagecoach/%s/%s/%s", run.stage.Namespace, run.stage.Name, p.Name)
 		res, done, err := g.write(ctx, run, p, branch)
 		if err != nil || done {
 			return false, 0, err
@@ -68,9 +69,21 @@ func (g gitRollout) pullRequest(ctx context.Context, run *Run, p *stagecoachv1.P
 		return false, 0, fmt.Errorf("failed to read pull request #%d of Promotion %s: %w", pr.Number, p.Name, err)
 	}
 	described := fmt.Sprintf("pull request #%d (%s)", pr.Number, pr.URL)
+	// reject fails the Promotion and closes the request, so that nobody merges it later.
+	reject := func(message string) error {
+		if got.Open {
+			if err := f.Close(ctx, pr.Number); err != nil {
+				return fmt.Errorf("failed to close %s of Promotion %s: %w", described, p.Name, err)
+			}
+			message += "; Stagecoach closed it"
+		}
+		return g.reject(ctx, run, p, stagecoachv1.ReasonPullRequestRejected, message)
+	}
 	switch {
+	case got.Base != "" && got.Base != g.spec.Branch:
+		return false, 0, reject(fmt.Sprintf("%s was retargeted to branch %s, not %s: it is not this promotion", described, got.Base, g.spec.Branch))
 	case got.Merged && got.HeadSHA != pr.HeadSHA:
-		return false, 0, g.reject(ctx, run, p, stagecoachv1.ReasonPullRequestRejected, fmt.Sprintf(
+		return false, 0, reject(fmt.Sprintf(
 			"%s was merged by %s with commit %s at its head, which Stagecoach did not push (it pushed %s): someone else changed it, so it is not this promotion",
 			described, got.MergedBy, gitsource.Short(got.HeadSHA), gitsource.Short(pr.HeadSHA)))
 	case got.Merged && got.MergeCommit == "":
@@ -83,14 +96,12 @@ func (g gitRollout) pullRequest(ctx context.Context, run *Run, p *stagecoachv1.P
 			described, got.MergedBy, g.spec.Branch, gitsource.Short(got.MergeCommit))
 		return true, 0, nil
 	case !got.Open:
-		return false, 0, g.reject(ctx, run, p, stagecoachv1.ReasonPullRequestRejected, described+" was closed without merging")
+		return false, 0, reject(described + " was closed without merging")
 	case got.HeadSHA != pr.HeadSHA:
-		return false, 0, g.reject(ctx, run, p, stagecoachv1.ReasonPullRequestRejected, fmt.Sprintf(
-			"someone else pushed to %s: its head is %s, not the commit %s Stagecoach pushed; it is not merged", described,
+		return false, 0, reject(fmt.Sprintf("someone else pushed to %s: its head is %s, not the commit %s Stagecoach pushed; it is not merged", described,
 			gitsource.Short(got.HeadSHA), gitsource.Short(pr.HeadSHA)))
 	case got.Conflicting:
-		return false, 0, g.reject(ctx, run, p, stagecoachv1.ReasonPullRequestRejected, fmt.Sprintf(
-			"%s conflicts with %s: promote again to write the version on the branch as it is now", described, g.spec.Branch))
+		return false, 0, reject(fmt.Sprintf("%s conflicts with %s: promote again to write the version on the branch as it is now", described, g.spec.Branch))
 	case spec.Merge == stagecoachv1.PullRequestMergeManual:
 		return false, pullRequestWaitInterval, run.status.note(ctx, p, fmt.Sprintf("waiting for a person to merge %s into %s", described, g.spec.Branch))
 	}
@@ -105,7 +116,7 @@ func (g gitRollout) pullRequest(ctx context.Context, run *Run, p *stagecoachv1.P
 		// The forge may still be checking the request (mergeability is computed after it opens):
 		// try again, until the progress deadline counted from the Promotion's start.
 		if started := p.Status.StartedAt; started != nil && run.now.Sub(started.Time) > run.stage.GetProgressDeadline() {
-			return false, 0, g.reject(ctx, run, p, stagecoachv1.ReasonPullRequestRejected, fmt.Sprintf("%s could not be merged within the progress deadline: %v", described, err))
+			return false, 0, reject(fmt.Sprintf("%s could not be merged within the progress deadline: %v", described, err))
 		}
 		return false, pullRequestWaitInterval, run.status.note(ctx, p, fmt.Sprintf("merging %s: %v; trying again", described, err))
 	}
@@ -179,4 +190,33 @@ func PullRequestBody(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, spec 
 	}
 	fmt.Fprintf(&b, "```diff\n%s```\n", diff)
 	return b.String()
+}
+
+// closeOpen closes the pull request of a Promotion that ends before it was merged (aborted), so
+// that nobody merges it later; it says so in a phrase for the Promotion's message ("" when there
+// was none open).
+func (g gitRollout) closeOpen(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (string, error) {
+	pr := p.Status.PullRequest
+	if g.spec.PullRequest == nil || pr == nil || p.Status.Commit != nil {
+		return "", nil
+	}
+	f, problem, err := g.forge(ctx, run)
+	if err != nil || problem != "" {
+		return "", errors.Join(err, errorIf(problem))
+	}
+	got, err := f.Get(ctx, pr.Number)
+	if err != nil || !got.Open {
+		return "", err
+	}
+	if err := f.Close(ctx, pr.Number); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("; its pull request #%d (%s) was closed", pr.Number, pr.URL), nil
+}
+
+func errorIf(problem string) error {
+	if problem == "" {
+		return nil
+	}
+	return errors.New(problem)
 }

@@ -88,6 +88,13 @@ func (run *Run) abort(ctx context.Context, a, running *stagecoachv1.Promotion) e
 	if running.Status.Version != nil {
 		digest = running.Status.Version.Digest
 	}
+	if g, ok := run.rollout.(gitRollout); ok {
+		closed, err := g.closeOpen(ctx, run, running)
+		if err != nil {
+			return fmt.Errorf("failed to close the pull request of Promotion %s: %w", running.Name, err)
+		}
+		msg += closed
+	}
 	stage.Status.Waves = waves.Abort(stage.Status.Waves, digest, msg, run.now)
 	if running.Status.Version != nil {
 		plan.AddHistory(&stage.Status, run.historyEntry(running, stagecoachv1.PhaseAborted))

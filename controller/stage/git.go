@@ -112,7 +112,8 @@ func syncsBranch(obj *unstructured.Unstructured, source string, spec *stagecoach
 	default:
 		return "it is not an Argo CD Application or a Flux GitRepository"
 	}
-	if normalURL(url) != normalURL(spec.URL) {
+	// Compared as written, as the application-create-guard policy compares them.
+	if url != spec.URL {
 		return fmt.Sprintf("it fetches %s", url)
 	}
 	if revision != spec.Branch {
@@ -135,9 +136,4 @@ func applicationSource(obj *unstructured.Unstructured, source string) (map[strin
 		}
 	}
 	return nil, false
-}
-
-// normalURL compares repository URLs as Git hosts do: without a trailing slash or .git.
-func normalURL(u string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(u), "/"), ".git")
 }

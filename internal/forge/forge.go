@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // PullRequest is what Stagecoach reads of a pull (or merge) request.
@@ -20,8 +21,9 @@ type PullRequest struct {
 	// Open, Merged: an open request is neither merged nor closed; a closed one not merged was
 	// closed without merging.
 	Open, Merged bool
-	// HeadSHA is the commit the request's branch points to now.
-	HeadSHA string
+	// HeadSHA is the commit the request's branch points to now; Base the branch it would merge
+	// into (someone may retarget an open request).
+	HeadSHA, Base string
 	// MergeCommit is the commit the merge made on the base branch (the squash or rebase result).
 	MergeCommit string
 	// MergedBy is who merged it.
@@ -39,8 +41,10 @@ type Forge interface {
 	// Get reads a request.
 	Get(ctx context.Context, number int64) (*PullRequest, error)
 	// Merge merges a request whose head is still headSHA (the forge refuses otherwise), in style
-	// (merge, squash or rebase).
+	// (merge, squash or rebase), deleting its branch where the forge can.
 	Merge(ctx context.Context, number int64, headSHA, style string) error
+	// Close closes an open request without merging it.
+	Close(ctx context.Context, number int64) error
 }
 
 // Providers.
@@ -76,7 +80,8 @@ func New(opts Options) (Forge, error) {
 		return nil, fmt.Errorf("the repository URL %q names no owner/repository", opts.RepositoryURL)
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = http.DefaultClient
+		// A forge that does not answer must not hold a reconcile: the next one asks again.
+		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
 	host := u.Scheme + "://" + u.Host
 	if u.Scheme == "ssh" {

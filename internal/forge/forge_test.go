@@ -90,6 +90,14 @@ func (d *documented) github(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	case r.Method == http.MethodPatch:
+		n, _ := strconv.ParseInt(strings.TrimPrefix(rest, "/"), 10, 64)
+		var body struct {
+			State string `json:"state"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		d.prs[n].state = body.State
+		writeJSON(w, http.StatusOK, view(n, d.prs[n]))
 	case r.Method == http.MethodPut && strings.HasSuffix(rest, "/merge"):
 		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/merge"), 10, 64)
 		var body struct{ SHA, MergeMethod string }
@@ -163,11 +171,22 @@ func (d *documented) gitlab(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404 Not found"})
+	case r.Method == http.MethodPut && !strings.HasSuffix(rest, "/merge"):
+		n, _ := strconv.ParseInt(strings.TrimPrefix(rest, "/"), 10, 64)
+		var body struct {
+			StateEvent string `json:"state_event"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if body.StateEvent == "close" {
+			d.prs[n].state = "closed"
+		}
+		writeJSON(w, http.StatusOK, view(n, d.prs[n]))
 	case r.Method == http.MethodPut && strings.HasSuffix(rest, "/merge"):
 		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/merge"), 10, 64)
 		var body struct {
-			SHA    string `json:"sha"`
-			Squash bool   `json:"squash"`
+			SHA                      string `json:"sha"`
+			Squash                   bool   `json:"squash"`
+			ShouldRemoveSourceBranch bool   `json:"should_remove_source_branch"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		p := d.prs[n]
@@ -177,7 +196,7 @@ func (d *documented) gitlab(w http.ResponseWriter, r *http.Request) {
 		case p.conflicting:
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"message": "405 Method Not Allowed"})
 		default:
-			p.state, p.mergeSHA, p.mergedBy = "merged", fmt.Sprintf("mergesha-squash=%v", body.Squash), "stagecoach-bot"
+			p.state, p.mergeSHA, p.mergedBy = "merged", fmt.Sprintf("mergesha-squash=%v-remove=%v", body.Squash, body.ShouldRemoveSourceBranch), "stagecoach-bot"
 			writeJSON(w, http.StatusOK, view(n, p))
 		}
 	default:
@@ -230,7 +249,8 @@ func TestDocumentedForges(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(merged).To(And(HaveField("Open", false), HaveField("Merged", true), HaveField("MergedBy", "stagecoach-bot")))
 				g.Expect(merged.MergeCommit).To(HavePrefix("mergesha-"))
-				g.Expect(merged.MergeCommit).To(ContainSubstring(map[string]string{forge.GitHub: "rebase", forge.GitLab: "squash=true"}[tc.provider]))
+				g.Expect(merged.MergeCommit).To(ContainSubstring(map[string]string{forge.GitHub: "rebase", forge.GitLab: "squash=true-remove=true"}[tc.provider]))
+				g.Expect(merged.Base).To(Equal("env/staging"))
 			})
 			t.Run("a conflicting request", func(t *testing.T) {
 				g := NewWithT(t)
@@ -243,6 +263,15 @@ func TestDocumentedForges(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(got.Conflicting).To(BeTrue())
 				g.Expect(f.Merge(t.Context(), opened.Number, "headsha", tc.style)).To(MatchError(ContainSubstring("405")))
+			})
+			t.Run("closed without merging", func(t *testing.T) {
+				g := NewWithT(t)
+				opened, err := f.Open(t.Context(), "stagecoach/staging/p3", "env/staging", "t", "b")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(f.Close(t.Context(), opened.Number)).To(Succeed())
+				got, err := f.Get(t.Context(), opened.Number)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got).To(And(HaveField("Open", false), HaveField("Merged", false)))
 			})
 			t.Run("a token the forge refuses", func(t *testing.T) {
 				g := NewWithT(t)

@@ -71,12 +71,26 @@ func (f *giteaForge) Merge(ctx context.Context, number int64, headSHA, style str
 	if err != nil {
 		return err
 	}
-	merged, resp, err := c.MergePullRequest(f.owner, f.repo, number, gitea.MergePullRequestOption{Style: gitea.MergeStyle(style), HeadCommitId: headSHA})
+	deleteBranch := true
+	merged, resp, err := c.MergePullRequest(f.owner, f.repo, number, gitea.MergePullRequestOption{Style: gitea.MergeStyle(style), HeadCommitId: headSHA,
+		DeleteBranchAfterMerge: &deleteBranch})
 	if err != nil {
 		return giteaError(fmt.Sprintf("merging pull request #%d", number), resp, err)
 	}
 	if !merged {
 		return fmt.Errorf("merging pull request #%d: Gitea did not merge it", number)
+	}
+	return nil
+}
+
+func (f *giteaForge) Close(ctx context.Context, number int64) error {
+	c, err := f.client(ctx)
+	if err != nil {
+		return err
+	}
+	closed := gitea.StateClosed
+	if _, resp, err := c.EditPullRequest(f.owner, f.repo, number, gitea.EditPullRequestOption{State: &closed}); err != nil {
+		return giteaError(fmt.Sprintf("closing pull request #%d", number), resp, err)
 	}
 	return nil
 }
@@ -87,6 +101,9 @@ func fromGitea(pr *gitea.PullRequest) *PullRequest {
 	out := &PullRequest{Number: pr.Index, URL: pr.HTMLURL, Open: pr.State == gitea.StateOpen, Merged: pr.HasMerged}
 	if pr.Head != nil {
 		out.HeadSHA = pr.Head.Sha
+	}
+	if pr.Base != nil {
+		out.Base = pr.Base.Ref
 	}
 	if pr.MergedCommitID != nil {
 		out.MergeCommit = *pr.MergedCommitID

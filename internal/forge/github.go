@@ -63,9 +63,17 @@ func (f *githubForge) Merge(ctx context.Context, number int64, headSHA, style st
 	return nil
 }
 
+func (f *githubForge) Close(ctx context.Context, number int64) error {
+	closed := "closed"
+	if _, resp, err := f.client.PullRequests.Edit(ctx, f.owner, f.repo, int(number), &github.PullRequest{State: &closed}); err != nil {
+		return githubError(fmt.Sprintf("closing pull request #%d", number), resp, err)
+	}
+	return nil
+}
+
 func fromGitHub(pr *github.PullRequest) *PullRequest {
 	return &PullRequest{Number: int64(pr.GetNumber()), URL: pr.GetHTMLURL(), Open: pr.GetState() == "open", Merged: pr.GetMerged(),
-		HeadSHA: pr.GetHead().GetSHA(), MergeCommit: pr.GetMergeCommitSHA(), MergedBy: pr.GetMergedBy().GetLogin(),
+		HeadSHA: pr.GetHead().GetSHA(), Base: pr.GetBase().GetRef(), MergeCommit: pr.GetMergeCommitSHA(), MergedBy: pr.GetMergedBy().GetLogin(),
 		// mergeable is computed in the background: null until known, false on a conflict.
 		Conflicting: pr.GetState() == "open" && pr.Mergeable != nil && !*pr.Mergeable && pr.GetMergeableState() == "dirty"}
 }

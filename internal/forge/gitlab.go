@@ -51,7 +51,8 @@ func (f *gitlabForge) Get(ctx context.Context, number int64) (*PullRequest, erro
 }
 
 func (f *gitlabForge) Merge(ctx context.Context, number int64, headSHA, style string) error {
-	opts := &gitlab.AcceptMergeRequestOptions{SHA: &headSHA}
+	removeBranch := true
+	opts := &gitlab.AcceptMergeRequestOptions{SHA: &headSHA, ShouldRemoveSourceBranch: &removeBranch}
 	if style == "squash" {
 		squash := true
 		opts.Squash = &squash
@@ -66,11 +67,25 @@ func (f *gitlabForge) Merge(ctx context.Context, number int64, headSHA, style st
 	return nil
 }
 
+func (f *gitlabForge) Close(ctx context.Context, number int64) error {
+	closeEvent := "close"
+	if _, resp, err := f.client.MergeRequests.UpdateMergeRequest(f.project, number, &gitlab.UpdateMergeRequestOptions{StateEvent: &closeEvent},
+		gitlab.WithContext(ctx)); err != nil {
+		return gitlabError(fmt.Sprintf("closing merge request !%d", number), resp, err)
+	}
+	return nil
+}
+
 func fromGitLab(mr *gitlab.BasicMergeRequest) *PullRequest {
 	out := &PullRequest{Number: mr.IID, URL: mr.WebURL, Open: mr.State == "opened", Merged: mr.State == "merged", HeadSHA: mr.SHA,
-		MergeCommit: mr.MergeCommitSHA, Conflicting: mr.State == "opened" && (mr.HasConflicts || mr.DetailedMergeStatus == "conflict")}
-	if mr.SquashCommitSHA != "" {
+		Base: mr.TargetBranch, MergeCommit: mr.MergeCommitSHA,
+		Conflicting: mr.State == "opened" && (mr.HasConflicts || mr.DetailedMergeStatus == "conflict")}
+	switch {
+	case mr.SquashCommitSHA != "":
 		out.MergeCommit = mr.SquashCommitSHA
+	case out.Merged && out.MergeCommit == "":
+		// A project that merges by fast-forward makes no merge commit: the branch is at the head.
+		out.MergeCommit = mr.SHA
 	}
 	if mr.MergedBy != nil {
 		out.MergedBy = mr.MergedBy.Username

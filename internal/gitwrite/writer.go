@@ -31,6 +31,9 @@ import (
 // MaxAttempts bounds the pushes of one write when the branch keeps moving under it.
 const MaxAttempts = 5
 
+// idleClone is how long a clone no write used is kept.
+const idleClone = 24 * time.Hour
+
 // maxWalk bounds how many commits since the last one Stagecoach wrote are read for foreign ones.
 const maxWalk = 2000
 
@@ -164,6 +167,8 @@ func (w *Writer) Write(ctx context.Context, req Request) (Result, error) {
 	if (len(req.Edits) == 0) == (req.Merge == "") {
 		return Result{}, errors.New("a write sets files or merges a commit, exactly one of the two")
 	}
+	// Clones of repositories no Stage has written for a day go: memory is held only while used.
+	w.Forget(req.Now.Add(-idleClone))
 	c := w.clone(req.Key, req.Now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -211,7 +216,7 @@ func (w *Writer) Holds(ctx context.Context, req Request, synced, written string)
 	}
 	writtenCommit, err := commit(written)
 	if err != nil {
-		return false, err
+		return false, nil // gone from the branch (rewritten): nothing holds it
 	}
 	if ancestor, err := writtenCommit.IsAncestor(syncedCommit); err != nil || !ancestor {
 		return false, err
@@ -261,11 +266,16 @@ func (c *clone) attempt(ctx context.Context, req Request) (Result, error) {
 	} else {
 		next, err = c.edit(repo, head, req)
 	}
-	if err != nil || next == head.Hash {
-		return Result{Commit: head.Hash.String()}, err
+	if err != nil {
+		return Result{}, err
 	}
+	// Judged before the branch is taken as holding the version too: the head becomes the last
+	// commit Stagecoach answers for.
 	if err := foreign(repo, head, req); err != nil {
 		return Result{}, err
+	}
+	if next == head.Hash {
+		return Result{Commit: head.Hash.String()}, nil
 	}
 	diff, err := diffOf(repo, head, next)
 	if err != nil {
@@ -405,25 +415,44 @@ func commit(wt *gogit.Worktree, req Request, parents ...plumbing.Hash) (plumbing
 		Signer: req.Signer, AllowEmptyCommits: true})
 }
 
-// foreign finds a commit since req.LastCommit that someone else made on what Stagecoach writes.
+// foreign finds a commit since req.LastCommit that someone else made on what Stagecoach writes:
+// the commits of head's history that are not in LastCommit's, newest first. LastCommit no longer
+// in head's history (not fetched with it, or not its ancestor) means the branch was rewritten.
 func foreign(repo *gogit.Repository, head *object.Commit, req Request) error {
 	if req.LastCommit == "" || req.LastCommit == head.Hash.String() {
 		return nil
 	}
-	last := plumbing.NewHash(req.LastCommit)
+	rewritten := &ForeignCommitError{SHA: head.Hash.String(), Author: req.LastCommit, Rewritten: true}
+	last, err := repo.CommitObject(plumbing.NewHash(req.LastCommit))
+	if err != nil {
+		return rewritten
+	}
+	if ok, err := last.IsAncestor(head); err != nil || !ok {
+		if err != nil {
+			return err
+		}
+		return rewritten
+	}
+	// Everything last's history holds was judged before: skip it (bounded; a history longer than
+	// that is walked from head again, and only its commits on the written files are judged).
+	known := map[plumbing.Hash]bool{}
+	err = object.NewCommitPreorderIter(last, nil, nil).ForEach(func(c *object.Commit) error {
+		if len(known) >= maxKnown {
+			return errStop
+		}
+		known[c.Hash] = true
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
 	var paths []string
 	for _, e := range req.Edits {
 		paths = append(paths, e.Path)
 	}
 	seen := 0
 	var found *ForeignCommitError
-	reached := false
-	iter := object.NewCommitPreorderIter(head, nil, nil)
-	err := iter.ForEach(func(c *object.Commit) error {
-		if c.Hash == last {
-			reached = true
-			return errStop
-		}
+	err = object.NewCommitPreorderIter(head, known, nil).ForEach(func(c *object.Commit) error {
 		if seen++; seen > maxWalk {
 			return errStop
 		}
@@ -431,8 +460,8 @@ func foreign(repo *gogit.Repository, head *object.Commit, req Request) error {
 			return nil
 		}
 		if req.Merge == "" {
-			touched, err := gitsource.Touches(c, paths)
-			if err != nil || !touched {
+			changed, err := changes(c, paths)
+			if err != nil || !changed {
 				return err
 			}
 		}
@@ -445,13 +474,42 @@ func foreign(repo *gogit.Repository, head *object.Commit, req Request) error {
 	if err != nil && !errors.Is(err, errStop) {
 		return err
 	}
-	if !reached && seen <= maxWalk {
-		return &ForeignCommitError{SHA: head.Hash.String(), Author: req.LastCommit, Rewritten: true}
-	}
 	if found != nil {
 		return found
 	}
 	return nil
+}
+
+// maxKnown bounds the commits of the last written commit's history held to skip.
+const maxKnown = 50000
+
+// changes reports whether c changed one of files: against its parent, or, for a merge, against
+// every parent (a merge that takes one side's version of the file changed nothing there).
+func changes(c *object.Commit, files []string) (bool, error) {
+	if c.NumParents() <= 1 {
+		return gitsource.Touches(c, files)
+	}
+	hashAt := func(commit *object.Commit, path string) plumbing.Hash {
+		f, err := commit.File(path)
+		if err != nil {
+			return plumbing.ZeroHash
+		}
+		return f.Hash
+	}
+	parents := make([]*object.Commit, 0, c.NumParents())
+	if err := c.Parents().ForEach(func(p *object.Commit) error { parents = append(parents, p); return nil }); err != nil {
+		return false, err
+	}
+	for _, path := range files {
+		mine, same := hashAt(c, path), false
+		for _, p := range parents {
+			same = same || hashAt(p, path) == mine
+		}
+		if !same {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 var errStop = errors.New("stop")

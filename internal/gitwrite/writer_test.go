@@ -217,12 +217,18 @@ func TestWriteFindsForeignCommits(t *testing.T) {
 		meanwhile   func(srv *gittest.Server) string
 		wantForeign bool
 		rewritten   bool
+		// sameVersion writes the version already there: nothing to commit, still judged.
+		sameVersion bool
 	}{
 		{name: "a person's commit on the written file", wantForeign: true, meanwhile: func(srv *gittest.Server) string {
 			return srv.Commit("hotfix tag", map[string]string{"overlays/staging/kustomization.yaml": kustomization + "# hotfix\n"}, nil)
 		}},
 		{name: "a commit on another file", meanwhile: func(srv *gittest.Server) string {
 			return srv.Commit("docs", map[string]string{"README.md": "staging\n"}, nil)
+		}},
+		{name: "a person's commit on the written file that keeps the digest", wantForeign: true, sameVersion: true, meanwhile: func(srv *gittest.Server) string {
+			return srv.Commit("tune", map[string]string{"overlays/staging/kustomization.yaml": strings.Replace(
+				srv.File(srv.Head("env/staging"), "overlays/staging/kustomization.yaml"), "# staging overlay", "# staging overlay, tuned", 1)}, nil)
 		}},
 		{name: "the branch rewritten", wantForeign: true, rewritten: true, meanwhile: func(srv *gittest.Server) string {
 			srv.Reset(srv.CommitObject(srv.Head("env/staging")).ParentHashes[0].String())
@@ -240,6 +246,9 @@ func TestWriteFindsForeignCommits(t *testing.T) {
 			srv.Checkout("main")
 
 			req := request(srv, setImage("sha256:"+strings.Repeat("3", 64)))
+			if tc.sameVersion {
+				req = request(srv, setImage(digest))
+			}
 			req.LastCommit = first.Commit
 			res, err := w.Write(t.Context(), req)
 			if !tc.wantForeign {
@@ -253,7 +262,7 @@ func TestWriteFindsForeignCommits(t *testing.T) {
 			g.Expect(foreign.Rewritten).To(Equal(tc.rewritten))
 			if !tc.rewritten {
 				g.Expect(foreign.Author).To(Equal("Dev <dev@example.dev>"))
-				g.Expect(err.Error()).To(ContainSubstring("hotfix tag"))
+				g.Expect(err.Error()).To(ContainSubstring(srv.CommitObject(theirs).Message[:4]))
 			}
 			g.Expect(srv.Head("env/staging")).To(Equal(theirs), "nothing is written over it")
 		})

@@ -121,7 +121,7 @@ spec:
 		sc.G.Expect(pr.Body).To(ContainSubstring("Stagecoach promotes **web** to **v1.0.0** in **staging**"))
 		sc.G.Expect(pr.Body).To(ContainSubstring("```diff\n"))
 		sc.G.Expect(pr.Body).To(ContainSubstring("-  digest: none # Stagecoach writes it\n+  digest: " + versions["v1.0.0"] + " # Stagecoach writes it\n"))
-		sc.G.Expect(pr.Head.Ref).To(Equal("stagecoach/staging/" + p.Name))
+		sc.G.Expect(pr.Head.Ref).To(Equal("stagecoach/" + sc.NS + "/staging/" + p.Name))
 		sc.G.Expect(pr.Head.Sha).To(Equal(got.Status.PullRequest.HeadSHA))
 		tl := sc.WaitVerified("staging", versions["v1.0.0"], requested)
 		head := running(sc.G, versions["v1.0.0"])

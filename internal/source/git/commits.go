@@ -280,6 +280,19 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 	return strings.Join(signers, ", "), nil
 }
 
+// SignedBy reports who of keys signed commit c ("" and an error when none did).
+func SignedBy(c *object.Commit, keys Keys) (string, error) {
+	encoded := &plumbing.MemoryObject{}
+	if err := c.EncodeWithoutSignature(encoded); err != nil {
+		return "", err
+	}
+	payload, err := readAll(encoded)
+	if err != nil {
+		return "", err
+	}
+	return verifySignature(c.PGPSignature, payload, keys)
+}
+
 // errUnsigned marks a version that carries no signature at all; errNotFetched one whose commit or
 // tag the clone does not hold (yet).
 var (

@@ -50,7 +50,9 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 			wantMessage: `Stagecoach pushes to branch env/staging of ` + srv.URL + ` (spec.promotion.git), so what it pushes would never run; point the applier at that branch, or fix spec.promotion.git (it follows "main")`},
 		{name: "an applier on another repository", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp("https://git.example/fork.git", "env/staging"),
 			wantReason: stagecoachv1.ReasonApplierNotOnBranch, wantMessage: "(it fetches https://git.example/fork.git)"},
-		{name: "an author who may read them", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp(srv.URL+"/", "refs/heads/env/staging"),
+		{name: "an applier on the repository written otherwise", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp(srv.URL+"/", "env/staging"),
+			wantReason: stagecoachv1.ReasonApplierNotOnBranch, wantMessage: "(it fetches " + srv.URL + "/)"},
+		{name: "an author who may read them", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp(srv.URL, "refs/heads/env/staging"),
 			wantReason: stagecoachv1.ReasonApplierReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +79,8 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 					got := getPromotion(g, t.Context(), ns, p.Name)
 					g.Expect(got.Status.Commit).NotTo(BeNil(), "Promotion %s: %s", got.Name, got.Status.Message)
 					g.Expect(got.Status.Commit.SHA).To(Equal(srv.Head("env/staging")))
-					g.Expect(getStage(g, t.Context(), ns, "staging").Status.LastCommit).To(Equal(got.Status.Commit.SHA))
+					g.Expect(getStage(g, t.Context(), ns, "staging").Status.LastCommit).To(Equal(&stagecoachv1.BranchCommit{
+						SHA: got.Status.Commit.SHA, URL: srv.URL, Branch: "env/staging"}))
 				}, timeout, interval).Should(Succeed())
 				head := srv.Head("env/staging")
 				g.Expect(head).NotTo(Equal(before))
