@@ -30,7 +30,7 @@ type Stage struct {
 
 // StageSpec is the desired behaviour of a Stage.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.promotion) || !has(self.promotion.git) || self.applyRef.kind in ['Application', 'GitRepository']",message="promotion.git needs an applyRef that syncs the environment's branch: an Argo CD Application or a Flux GitRepository"
+// +kubebuilder:validation:XValidation:rule="!has(self.promotion) || !has(self.promotion.git) || self.applyRef.kind == 'Application' || self.applyRef.kind == 'GitRepository'",message="promotion.git needs an applyRef that syncs the environment's branch: an Argo CD Application or a Flux GitRepository"
 // +kubebuilder:validation:XValidation:rule="!has(self.promotion) || !has(self.promotion.git) || !has(self.promotion.git.merge) || !self.promotion.git.merge || has(self.source.git)",message="promotion.git.merge merges a promoted commit: the Stage needs source.git (a Stage of Git commits); to promote an image digest, use promotion.git.set"
 // +kubebuilder:validation:XValidation:rule="!has(self.waves) || size(self.waves) == 0 || self.applyRef.kind == 'ApplicationSet'",message="waves are only allowed when applyRef.kind is ApplicationSet: waves roll a version out over the clusters of an ApplicationSet"
 // +kubebuilder:validation:XValidation:rule="has(self.completion) || self.applyRef.kind in ['Application', 'ApplicationSet', 'OCIRepository', 'GitRepository', 'Kustomization', 'HelmRelease']",message="spec.completion is required for an applyRef kind without a built-in observer: say how to read completion from its status (observedCompletion or observedMatches)"

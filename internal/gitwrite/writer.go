@@ -201,7 +201,9 @@ func (w *Writer) Holds(ctx context.Context, req Request, synced, written string)
 		return false, err
 	}
 	commit := func(sha string) (*object.Commit, error) { return repo.CommitObject(plumbing.NewHash(sha)) }
-	if _, err := commit(synced); err != nil {
+	_, errSynced := commit(synced)
+	_, errWritten := commit(written) // a forge's merge commit is made after the clone's last fetch
+	if errSynced != nil || errWritten != nil {
 		remoteRef := plumbing.NewRemoteReferenceName("origin", req.Branch)
 		err := repo.FetchContext(ctx, &gogit.FetchOptions{RemoteName: "origin", RemoteURL: req.URL, Auth: req.Credentials.Auth,
 			CABundle: req.Credentials.CABundle, Tags: gogit.NoTags, Force: true,

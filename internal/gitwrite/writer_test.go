@@ -416,3 +416,24 @@ func TestHolds(t *testing.T) {
 		})
 	}
 }
+
+// A commit made on the forge (a pull request's merge) after the clone's last fetch is fetched
+// before it is judged.
+func TestHoldsFetchesWhatTheCloneLacks(t *testing.T) {
+	g := NewWithT(t)
+	srv := envRepo(t, gittest.Options{})
+	w := gitwrite.New()
+	req := request(srv, setImage(digest))
+	req.PushBranch = "stagecoach/team/staging/p1"
+	res, err := w.Write(t.Context(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	// The forge merges it: a commit the clone has never seen, then another Stage's on top.
+	srv.Checkout("env/staging")
+	srv.Reset(res.Commit)
+	merged := srv.Commit("Merge pull request #1", map[string]string{"README.md": "merged\n"}, nil)
+	later := srv.Commit("api", map[string]string{"overlays/api/values.yaml": "v: 2\n"}, nil)
+	srv.Checkout("main")
+	holds, err := w.Holds(t.Context(), req, later, merged)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(holds).To(BeTrue())
+}

@@ -62,6 +62,69 @@ service: payments
 environment: prod
 applyRef: {kind: Kustomization, name: payments, source: chart}
 source: {upstream: {stage: payments}}`},
+		// Issue 40: promotion.git.
+		{name: "promotion by commit on a Kustomization", kind: "Stage", wantMsg: "promotion.git needs an applyRef that syncs the environment's branch", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Kustomization, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, set: [{path: prod/values.yaml, key: image.digest}]}}`},
+		{name: "promotion by commit that sets and merges", kind: "Stage", wantMsg: "promotion.git must set exactly one of set (write the version into files) or merge: true", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {git: {url: "https://git.example/org/config.git", branch: main}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, merge: true, set: [{path: prod/values.yaml, key: image.digest}]}}`},
+		{name: "a merge of digests", kind: "Stage", wantMsg: "promotion.git.merge merges a promoted commit: the Stage needs source.git", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, merge: true}}`},
+		{name: "an edit with both image and key", kind: "Stage", wantMsg: "exactly one of image (a kustomization's images entry) or key (a YAML path)", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, set: [{path: prod/kustomization.yaml, image: web, key: images}]}}`},
+		{name: "an edit outside the repository", kind: "Stage", wantMsg: "promotion.git.set path is relative to the repository's root and stays inside it", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, set: [{path: ../../etc/passwd, key: a}]}}`},
+		{name: "a ref for a branch", kind: "Stage", wantMsg: "promotion.git.branch is a branch name such as env/staging, not a ref", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: refs/heads/env/prod, set: [{path: prod/values.yaml, key: a}]}}`},
+		{name: "a branch name Git refuses", kind: "Stage", wantMsg: "promotion.git.branch must be a valid Git branch name", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: "env:prod*", set: [{path: prod/values.yaml, key: a}]}}`},
+		{name: "promotion by commit over plain http", kind: "Stage", wantMsg: "promotion.git.url uses plain http", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "http://git.example/org/config.git", branch: env/prod, set: [{path: prod/values.yaml, key: a}]}}`},
+		{name: "a forge token over plain http", kind: "Stage", wantMsg: "would send the forge token in the clear", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, set: [{path: prod/values.yaml, key: a}],
+  pullRequest: {provider: GitHub, apiURL: "http://api.git.example", tokenSecretRef: {name: token}}}}`},
+		{name: "another forge", kind: "Stage", wantMsg: "Unsupported value: \"Bitbucket\"", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments}}
+promotion: {git: {url: "https://git.example/org/config.git", branch: env/prod, set: [{path: prod/values.yaml, key: a}],
+  pullRequest: {provider: Bitbucket, tokenSecretRef: {name: token}}}}`},
 		{name: "stage without source", kind: "Stage", wantMsg: "source must set exactly one of registry, git, upstream or upstreamRecords", spec: `
 service: payments
 environment: prod
@@ -324,6 +387,27 @@ promotion:
 verification: {progressDeadline: 10m, grace: 30s, checks: [{name: slo, plugin: {name: slo-check, sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}]}
 rollback: {automatic: true, limit: 1}
 dependsOn: [{stage: base, namespace: platform, version: ">=2.0.0"}]`},
+		{name: "stage promoting by pull request", kind: "Stage", spec: `
+service: payments
+environment: prod
+applyRef: {kind: Application, name: payments}
+source: {upstream: {stage: payments, namespace: staging}}
+author: {user: alice}
+promotion:
+  git:
+    url: https://git.example/org/config.git
+    secretRef: {name: push}
+    branch: env/prod
+    set: [{path: prod/kustomization.yaml, image: registry.example/payments}, {path: prod/values.yaml, key: image.tag, value: "{{ .Version }}"}]
+    author: {name: Release Bot, email: release@example.dev}
+    signingKeyRef: {name: signing}
+    pullRequest: {provider: GitLab, apiURL: "https://gitlab.example/api/v4", tokenSecretRef: {name: token}, merge: Manual, mergeStyle: squash}`},
+		{name: "stage of commits merging into a branch Flux follows", kind: "Stage", spec: `
+service: settings
+environment: prod
+applyRef: {kind: GitRepository, name: settings-prod}
+source: {git: {url: "http://127.0.0.1:3000/org/config.git", branch: main, insecure: true}}
+promotion: {git: {url: "http://127.0.0.1:3000/org/config.git", insecure: true, branch: env/prod, merge: true}}`},
 		{name: "stage through a Flux OCIRepository from a signed registry", kind: "Stage", spec: `
 service: payments
 environment: dev
