@@ -14,6 +14,7 @@ import (
 // promotion (a Writer per write). Compare them with benchstat.
 func BenchmarkWrite(b *testing.B) {
 	srv := gittest.NewServer(b, gittest.Options{})
+	srv.Commit("base", map[string]string{"README.md": "config\n"}, nil)
 	srv.Branch("env/staging")
 	for i := range 200 {
 		srv.Commit(fmt.Sprintf("commit %d", i), map[string]string{
