@@ -96,6 +96,9 @@ func syncsBranch(obj *unstructured.Unstructured, source string, spec *stagecoach
 		if !found {
 			return "it has no source named by spec.applyRef.source"
 		}
+		if _, plugin := src["plugin"]; plugin || str(src, "chart") != "" {
+			return "its source is rendered by a plugin or is a chart: use a plain Git source, whose commits are what Argo CD syncs"
+		}
 		url, revision = str(src, "repoURL"), strings.TrimPrefix(str(src, "targetRevision"), "refs/heads/")
 		if revision == "" {
 			revision = "HEAD"

@@ -50,6 +50,11 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 			wantMessage: `Stagecoach pushes to branch env/staging of ` + srv.URL + ` (spec.promotion.git), so what it pushes would never run; point the applier at that branch, or fix spec.promotion.git (it follows "main")`},
 		{name: "an applier on another repository", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp("https://git.example/fork.git", "env/staging"),
 			wantReason: stagecoachv1.ReasonApplierNotOnBranch, wantMessage: "(it fetches https://git.example/fork.git)"},
+		{name: "an applier rendering the branch with a plugin", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: func() map[string]any {
+			spec := gitApp(srv.URL, "env/staging")
+			spec["source"].(map[string]any)["plugin"] = map[string]any{"name": "stagecoach"}
+			return spec
+		}(), wantReason: stagecoachv1.ReasonApplierNotOnBranch, wantMessage: "its source is rendered by a plugin or is a chart"},
 		{name: "an applier on the repository written otherwise", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp(srv.URL+"/", "env/staging"),
 			wantReason: stagecoachv1.ReasonApplierNotOnBranch, wantMessage: "(it fetches " + srv.URL + "/)"},
 		{name: "an author who may read them", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp(srv.URL, "refs/heads/env/staging"),
