@@ -86,7 +86,7 @@ func (g gitRollout) landingCommit(ctx context.Context, run *Run, p *stagecoachv1
 	if synced == "" || synced == written {
 		return written, nil
 	}
-	req, problem, err := g.request(ctx, run, p)
+	req, problem, err := g.change(ctx, run, p)
 	if err != nil || problem != "" {
 		return written, err // the write would fail the same way: observe what was written
 	}
@@ -218,9 +218,13 @@ func (g gitRollout) frozen(ctx context.Context, run *Run, p *stagecoachv1.Promot
 // request is the write of p's version: the edits or the merge, the message, the author, the
 // credentials and signing key from the Stage's namespace. problem says why it cannot be made.
 func (g gitRollout) request(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (gitwrite.Request, string, error) {
-	stage, spec, version := run.stage, g.spec, p.Status.Version
-	req := gitwrite.Request{URL: spec.URL, Branch: spec.Branch, Now: run.now,
-		Message: CommitMessage(stage, p), Author: gitwrite.Author{Name: "Stagecoach", Email: "stagecoach@stagecoach.dev"}}
+	stage, spec := run.stage, g.spec
+	req, problem, err := g.change(ctx, run, p)
+	if err != nil || problem != "" {
+		return req, problem, err
+	}
+	req.Now, req.Message = run.now, CommitMessage(stage, p)
+	req.Author = gitwrite.Author{Name: "Stagecoach", Email: "stagecoach@stagecoach.dev"}
 	if last := stage.Status.LastCommit; last != nil && last.URL == spec.URL && last.Branch == spec.Branch {
 		// Another repository or branch in the spec starts afresh, as a first write does.
 		req.LastCommit = last.SHA
@@ -228,17 +232,7 @@ func (g gitRollout) request(ctx context.Context, run *Run, p *stagecoachv1.Promo
 	if spec.Author != nil {
 		req.Author = gitwrite.Author{Name: spec.Author.Name, Email: spec.Author.Email}
 	}
-	req.Key = spec.URL + " " + stage.Namespace + "/"
-	if ref := spec.SecretRef; ref != nil {
-		req.Key += ref.Name
-		data, problem, err := g.secret(ctx, run, ref.Name, "credentials")
-		if err != nil || problem != "" {
-			return req, problem, err
-		}
-		if req.Credentials, err = gitsource.CredentialsFrom(spec.URL, data); err != nil {
-			return req, fmt.Sprintf("the credentials in Secret '%s/%s' cannot be used: %v", stage.Namespace, ref.Name, err), nil
-		}
-	}
+	req.Ours = OursFor(stage, nil)
 	if ref := spec.SigningKeyRef; ref != nil {
 		data, problem, err := g.secret(ctx, run, ref.Name, "signing key")
 		if err != nil || problem != "" {
@@ -249,8 +243,25 @@ func (g gitRollout) request(ctx context.Context, run *Run, p *stagecoachv1.Promo
 			return req, fmt.Sprintf("the signing key in Secret '%s/%s' cannot be used: %v", stage.Namespace, ref.Name, err), nil
 		}
 		req.Ours = OursFor(stage, &public)
-	} else {
-		req.Ours = OursFor(stage, nil)
+	}
+	return req, "", nil
+}
+
+// change is where p's version goes and what it changes there: the repository with its
+// credentials, the branch, and the edits or the commit to merge. It is all the landing check
+// needs (landingCommit), without the signing key a write takes.
+func (g gitRollout) change(ctx context.Context, run *Run, p *stagecoachv1.Promotion) (gitwrite.Request, string, error) {
+	stage, spec, version := run.stage, g.spec, p.Status.Version
+	req := gitwrite.Request{URL: spec.URL, Branch: spec.Branch, Key: spec.URL + " " + stage.Namespace + "/", Now: run.now}
+	if ref := spec.SecretRef; ref != nil {
+		req.Key += ref.Name
+		data, problem, err := g.secret(ctx, run, ref.Name, "credentials")
+		if err != nil || problem != "" {
+			return req, problem, err
+		}
+		if req.Credentials, err = gitsource.CredentialsFrom(spec.URL, data); err != nil {
+			return req, fmt.Sprintf("the credentials in Secret '%s/%s' cannot be used: %v", stage.Namespace, ref.Name, err), nil
+		}
 	}
 	if spec.Merge {
 		sha, ok := strings.CutPrefix(version.Digest, gitsource.DigestPrefix)
@@ -344,11 +355,7 @@ func CommitMessage(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion) string 
 	if len(p.Status.Gates) > 0 {
 		b.WriteString("Gates:\n")
 		for _, gate := range p.Status.Gates {
-			verdict := "passed"
-			if !gate.Passed {
-				verdict = "failed"
-			}
-			fmt.Fprintf(&b, "- %s %s", gate.Gate, verdict)
+			fmt.Fprintf(&b, "- %s %s", gate.Gate, verdictOf(gate))
 			if gate.Message != "" {
 				fmt.Fprintf(&b, ": %s", firstLine(gate.Message))
 			}
@@ -442,6 +449,14 @@ func SignerFrom(data map[string][]byte) (gogit.Signer, gitsource.Keys, error) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
+}
+
+// verdictOf says a gate's verdict in a word.
+func verdictOf(gate stagecoachv1.GateResult) string {
+	if gate.Passed {
+		return "passed"
+	}
+	return "failed"
 }
 
 // oneLine puts free text on one line: what a person wrote never starts a line of a commit

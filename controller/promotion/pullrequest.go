@@ -173,11 +173,7 @@ func PullRequestBody(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion, spec 
 	if len(p.Status.Gates) > 0 {
 		b.WriteString("| Gate | Verdict | |\n|---|---|---|\n")
 		for _, gate := range p.Status.Gates {
-			verdict := "passed"
-			if !gate.Passed {
-				verdict = "failed"
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", gate.Gate, verdict, strings.ReplaceAll(firstLine(gate.Message), "|", "\\|"))
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", gate.Gate, verdictOf(gate), strings.ReplaceAll(firstLine(gate.Message), "|", "\\|"))
 		}
 		b.WriteString("\n")
 	} else {

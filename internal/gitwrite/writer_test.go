@@ -2,14 +2,12 @@ package gitwrite_test
 
 import (
 	"errors"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	fluxsig "github.com/fluxcd/pkg/git/signature"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	. "github.com/onsi/gomega"
@@ -55,29 +53,20 @@ func request(srv *gittest.Server, edits []gitwrite.Edit) gitwrite.Request {
 
 func TestWriteSetsFilesSignsAndPushes(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		signer func(t *testing.T) (gittest.Signer, func(sig string, payload []byte, pub []byte) error)
+		name    string
+		signer  func(t *testing.T) gittest.Signer
+		trusted func(s gittest.Signer) gitsource.Keys
 	}{
-		{name: "OpenPGP", signer: func(t *testing.T) (gittest.Signer, func(string, []byte, []byte) error) {
-			s := gittest.NewPGPSigner(t, "stagecoach")
-			return s, func(sig string, payload, pub []byte) error {
-				_, err := fluxsig.VerifyPGPSignature(sig, payload, string(pub))
-				return err
-			}
-		}},
-		{name: "SSH", signer: func(t *testing.T) (gittest.Signer, func(string, []byte, []byte) error) {
-			s := gittest.NewSSHSigner(t)
-			return s, func(sig string, payload, pub []byte) error {
-				_, err := fluxsig.VerifySSHSignature(sig, payload, string(pub))
-				return err
-			}
-		}},
+		{name: "OpenPGP", signer: func(t *testing.T) gittest.Signer { return gittest.NewPGPSigner(t, "stagecoach") },
+			trusted: func(s gittest.Signer) gitsource.Keys { return gitsource.Keys{PGP: []string{string(s.Public)}} }},
+		{name: "SSH", signer: func(t *testing.T) gittest.Signer { return gittest.NewSSHSigner(t) },
+			trusted: func(s gittest.Signer) gitsource.Keys { return gitsource.Keys{SSH: []string{string(s.Public)}} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			srv := envRepo(t, gittest.Options{})
 			before := srv.Head("env/staging")
-			signer, verify := tc.signer(t)
+			signer := tc.signer(t)
 			req := request(srv, setImage(digest))
 			if signer.PGP != nil {
 				s, err := fluxsig.NewOpenPGPSigner(signer.PGP)
@@ -98,13 +87,8 @@ func TestWriteSetsFilesSignsAndPushes(t *testing.T) {
 			g.Expect(c.ParentHashes[0].String()).To(Equal(before))
 			g.Expect(c.Author.Name).To(Equal("Stagecoach"))
 			g.Expect(c.Message).To(HavePrefix("Promote web to 1.1 in staging"))
-			encoded := &plumbing.MemoryObject{}
-			g.Expect(c.EncodeWithoutSignature(encoded)).To(Succeed())
-			r, err := encoded.Reader()
-			g.Expect(err).NotTo(HaveOccurred())
-			payload, err := io.ReadAll(r)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(verify(c.PGPSignature, payload, signer.Public)).To(Succeed())
+			_, err = gitsource.SignedBy(c, tc.trusted(signer))
+			g.Expect(err).NotTo(HaveOccurred(), "the commit is signed with the key given")
 
 			g.Expect(res.Base).To(Equal(before))
 			g.Expect(res.Diff).To(ContainSubstring("--- a/overlays/staging/kustomization.yaml\n+++ b/overlays/staging/kustomization.yaml\n"))

@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
-	fluxsig "github.com/fluxcd/pkg/git/signature"
 	"github.com/go-git/go-git/v5/plumbing"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
 	"github.com/stagecoach-dev/stagecoach/internal/source/git/gittest"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
 )
@@ -118,13 +117,7 @@ spec:
 		sc.G.Expect(c.Author.Name).To(Equal("Stagecoach e2e"))
 		sc.G.Expect(c.Message).To(HavePrefix("Promote web to v1.0.0 in staging\n"))
 		sc.G.Expect(c.Message).To(ContainSubstring("Stagecoach-Promotion: " + p.Name + "\n"))
-		encoded := &plumbing.MemoryObject{}
-		sc.G.Expect(c.EncodeWithoutSignature(encoded)).To(Succeed())
-		r, err := encoded.Reader()
-		sc.G.Expect(err).NotTo(HaveOccurred())
-		payload, err := io.ReadAll(r)
-		sc.G.Expect(err).NotTo(HaveOccurred())
-		_, err = fluxsig.VerifyPGPSignature(c.PGPSignature, payload, string(signing.Public))
+		_, err := gitsource.SignedBy(c, gitsource.Keys{PGP: []string{string(signing.Public)}})
 		sc.G.Expect(err).NotTo(HaveOccurred(), "the commit is signed with the Stage's key")
 		// The rest of the file is as it was written.
 		file := srv.File(head, overlay)

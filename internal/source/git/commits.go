@@ -244,15 +244,7 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 		if err != nil {
 			return "", fmt.Errorf("tag %s is a lightweight tag: only an annotated tag carries a signature", tag)
 		}
-		encoded := &plumbing.MemoryObject{}
-		if err := obj.EncodeWithoutSignature(encoded); err != nil {
-			return "", err
-		}
-		payload, err := readAll(encoded)
-		if err != nil {
-			return "", err
-		}
-		signer, err := verifySignature(obj.PGPSignature, payload, keys)
+		signer, err := signedBy(obj, obj.PGPSignature, keys)
 		if err != nil {
 			return "", fmt.Errorf("tag %s: %w", tag, err)
 		}
@@ -263,15 +255,7 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 		if err != nil {
 			return "", fmt.Errorf("commit %s is %w", Short(commit), errNotFetched)
 		}
-		encoded := &plumbing.MemoryObject{}
-		if err := c.EncodeWithoutSignature(encoded); err != nil {
-			return "", err
-		}
-		payload, err := readAll(encoded)
-		if err != nil {
-			return "", err
-		}
-		signer, err := verifySignature(c.PGPSignature, payload, keys)
+		signer, err := SignedBy(c, keys)
 		if err != nil {
 			return "", fmt.Errorf("commit %s: %w", Short(commit), err)
 		}
@@ -282,15 +266,22 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 
 // SignedBy reports who of keys signed commit c ("" and an error when none did).
 func SignedBy(c *object.Commit, keys Keys) (string, error) {
+	return signedBy(c, c.PGPSignature, keys)
+}
+
+// signedBy checks the signature sig of a commit or tag object over its encoding without it.
+func signedBy(obj interface {
+	EncodeWithoutSignature(plumbing.EncodedObject) error
+}, sig string, keys Keys) (string, error) {
 	encoded := &plumbing.MemoryObject{}
-	if err := c.EncodeWithoutSignature(encoded); err != nil {
+	if err := obj.EncodeWithoutSignature(encoded); err != nil {
 		return "", err
 	}
 	payload, err := readAll(encoded)
 	if err != nil {
 		return "", err
 	}
-	return verifySignature(c.PGPSignature, payload, keys)
+	return verifySignature(sig, payload, keys)
 }
 
 // errUnsigned marks a version that carries no signature at all; errNotFetched one whose commit or

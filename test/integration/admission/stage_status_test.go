@@ -60,6 +60,13 @@ func TestStageStatusGuard(t *testing.T) {
 		{name: "alice clears upstreamSeen and changes another field", who: alice,
 			patch:   `{"status":{"upstreamSeen":null,"lastAppliedDigest":"sha256:evil"}}`,
 			wantErr: "must change nothing else in its status"},
+		// Issue 40: the commit the next write judges others' commits from.
+		{name: "alice clears upstreamSeen and moves lastCommit past her own commit", who: alice,
+			patch:   `{"status":{"upstreamSeen":null,"lastCommit":{"sha":"0123456789abcdef0123456789abcdef01234567","url":"https://git.example/c.git","branch":"env/prod"}}}`,
+			wantErr: "must change nothing else in its status"},
+		{name: "alice sets lastCommit", who: alice,
+			patch:   `{"status":{"lastCommit":{"sha":"0123456789abcdef0123456789abcdef01234567","url":"https://git.example/c.git","branch":"env/prod"}}}`,
+			wantErr: "others may only clear status.upstreamSeen"},
 		{name: "alice rewrites upstreamSeen", who: alice, patch: `{"status":{"upstreamSeen":{"seq":3,"digest":"sha256:x"}}}`,
 			wantErr: "others may only clear status.upstreamSeen"},
 		{name: "alice writes a condition", who: alice, patch: `{"status":{"hold":{"reason":"x","message":"x","since":"2026-01-01T00:00:00Z"}}}`,

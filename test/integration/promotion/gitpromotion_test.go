@@ -37,6 +37,7 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 		author      *stagecoachv1.StageAuthor
 		grant       bool // RBAC lets the author get the credentials Secret
 		app         map[string]any
+		pullRequest bool // the Stage opens pull requests with the token of Secret token
 		wantReason  string
 		wantMessage string
 	}{
@@ -45,6 +46,9 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 		{name: "an author who may not read the credentials", author: &stagecoachv1.StageAuthor{User: "tina"}, app: gitApp(srv.URL, "env/staging"),
 			wantReason:  stagecoachv1.ReasonAuthorForbidden,
 			wantMessage: "the Stage's author tina may not get Secret '%s/push' (spec.promotion.git): the controller pushes and signs through a Stage only with what its author may read"},
+		{name: "an author who may read the credentials but not the forge token", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true,
+			app: gitApp(srv.URL, "env/staging"), pullRequest: true, wantReason: stagecoachv1.ReasonAuthorForbidden,
+			wantMessage: "the Stage's author tina may not get Secret '%s/token' (spec.promotion.git)"},
 		{name: "an applier on another branch", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true, app: gitApp(srv.URL, "main"),
 			wantReason:  stagecoachv1.ReasonApplierNotOnBranch,
 			wantMessage: `Stagecoach pushes to branch env/staging of ` + srv.URL + ` (spec.promotion.git), so what it pushes would never run; point the applier at that branch, or fix spec.promotion.git (it follows "main")`},
@@ -65,6 +69,8 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 			ns := newNamespace(t)
 			g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "push"},
 				Data: map[string][]byte{"username": []byte("bot"), "password": []byte("s3cret")}})).To(Succeed())
+			g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"},
+				Data: map[string][]byte{"token": []byte("forge-token")}})).To(Succeed())
 			if tc.grant {
 				grantSecret(t, ns, "push", "tina")
 			}
@@ -73,6 +79,10 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 				s.Spec.Author = tc.author
 				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: srv.URL, Insecure: true, Branch: "env/staging",
 					SecretRef: &stagecoachv1.LocalObjectReference{Name: "push"}, Set: []stagecoachv1.GitFileEdit{{Path: overlay, Key: "data.digest"}}}}
+				if tc.pullRequest {
+					s.Spec.Promotion.Git.PullRequest = &stagecoachv1.GitPullRequest{Provider: "Gitea",
+						TokenSecretRef: stagecoachv1.LocalObjectReference{Name: "token"}}
+				}
 			})
 			before := srv.Head("env/staging")
 			if tc.wantReason == stagecoachv1.ReasonApplierReady {
