@@ -140,10 +140,12 @@ const (
 	GateSource    = "source"
 	GateSoak      = "soak"
 	GateSignature = "signature"
-	GateWindow    = "window"
-	GateApprovals = "approvals"
-	GateDependsOn = "dependsOn"
-	GatePrereqs   = "prerequisites"
+	// GateAttestations: the in-toto attestations verify.attestations requires.
+	GateAttestations = "attestations"
+	GateWindow       = "window"
+	GateApprovals    = "approvals"
+	GateDependsOn    = "dependsOn"
+	GatePrereqs      = "prerequisites"
 	// GateMediated holds automation while something besides the digest decides what the
 	// applier runs (Mediated=False); a person may still promote.
 	GateMediated = "mediated"
@@ -209,8 +211,15 @@ const (
 	ReasonPullRequestMerged   = "PullRequestMerged"
 	ReasonPullRequestRejected = "PullRequestRejected"
 	// signatures (the verifier's verdicts, and why there is none)
-	ReasonSignatureVerified       = "SignatureVerified"
-	ReasonSignatureMissing        = "SignatureMissing"
+	ReasonSignatureVerified = "SignatureVerified"
+	ReasonSignatureMissing  = "SignatureMissing"
+	// ReasonAttestationMissing: no attestation of a required predicate type is attached to the digest.
+	ReasonAttestationMissing = "AttestationMissing"
+	// ReasonAttestationRefused: attestations of the type exist, but none is signed by a trusted
+	// signer for this digest and meets the condition (or the condition errors).
+	ReasonAttestationRefused = "AttestationRefused"
+	// ReasonConditionInvalid: a CEL condition of verify.attestations does not compile.
+	ReasonConditionInvalid        = "ConditionInvalid"
 	ReasonSignatureInvalid        = "SignatureInvalid"
 	ReasonImageNotFound           = "ImageNotFound"
 	ReasonVerificationUnavailable = "VerificationUnavailable"

@@ -435,6 +435,12 @@ type GitVerification struct {
 // +kubebuilder:validation:XValidation:rule="has(self.secretRef) || (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0)",message="verify needs secretRef (public keys) or matchOIDCIdentity (keyless identities)"
 // +kubebuilder:validation:XValidation:rule="!has(self.trustedRoot) || has(self.matchOIDCIdentity)",message="trustedRoot is for keyless signatures: set matchOIDCIdentity to the identities that sign"
 type VerifySpec struct {
+	// Attestations are in-toto attestations each version must carry, signed by whom each entry
+	// trusts and meeting its condition; a version without them is skipped with the reason.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Attestations []AttestationRequirement `json:"attestations,omitempty"`
+
 	// Provider of the signatures; only cosign.
 	// +kubebuilder:validation:Enum=cosign
 	// +kubebuilder:default=cosign
@@ -510,6 +516,61 @@ type UpstreamSource struct {
 	// Namespace of the upstream Stage; this Stage's namespace when empty.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+
+	// Verify checks what the version carries before this Stage takes it, in the repository at the
+	// head of the upstream chain (with its registry credentials when that Stage is in this
+	// namespace): for example the promotion attestation the upstream Stage attached.
+	// +optional
+	Verify *UpstreamVerification `json:"verify,omitempty"`
+}
+
+// UpstreamVerification is what a Stage that takes an upstream's versions checks on each of them.
+type UpstreamVerification struct {
+	// Attestations each version must carry (see VerifySpec.attestations).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +required
+	Attestations []AttestationRequirement `json:"attestations"`
+}
+
+// AttestationRequirement is an in-toto attestation a version must carry: a statement of the
+// predicate type about this very digest, attached the way cosign attaches it (a Sigstore bundle
+// as an OCI referrer, or a DSSE envelope under the legacy <repo>:sha256-<hex>.att tag), signed by
+// a trusted key or keyless identity, whose condition holds. Checked offline, like signatures.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) || (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0)",message="an attestation needs who must have signed it: secretRef (public keys) or matchOIDCIdentity (keyless identities)"
+// +kubebuilder:validation:XValidation:rule="!has(self.trustedRoot) || has(self.matchOIDCIdentity)",message="trustedRoot is for keyless signatures: set matchOIDCIdentity to the identities that sign"
+type AttestationRequirement struct {
+	// PredicateType is the statement's predicateType: a URI such as
+	// https://slsa.dev/provenance/v1, or one of cosign's short names: slsaprovenance1,
+	// slsaprovenance (v0.2), spdxjson, cyclonedx, vuln, openvex, custom.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	PredicateType string `json:"predicateType"`
+
+	// Condition is a CEL expression over the statement that must be true, with the variables
+	// predicate (the predicate, as JSON), predicateType and subject, for example
+	// predicate.buildDefinition.externalParameters.workflow.repository == "https://github.com/org/app".
+	// Unset: any verified statement of the type counts. An expression that errors (a missing
+	// field) does not pass.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Condition string `json:"condition,omitempty"`
+
+	// SecretRef names a Secret whose every *.pub entry is a trusted cosign public key.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// MatchOIDCIdentity lists the keyless identities that may sign the attestation (as
+	// verify.matchOIDCIdentity).
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	MatchOIDCIdentity []OIDCIdentityMatch `json:"matchOIDCIdentity,omitempty"`
+
+	// TrustedRoot of keyless signatures (as verify.trustedRoot).
+	// +optional
+	TrustedRoot *TrustedRootSource `json:"trustedRoot,omitempty"`
 }
 
 // UpstreamRecordsSource follows another Stage through its signed records.

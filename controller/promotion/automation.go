@@ -92,7 +92,21 @@ func (run *Run) eligible(ctx context.Context, offered []plan.Candidate) (
 			return v, err
 		}
 	}
-	candidate, skipped, err = plan.FirstEligible(stage, offered, signatureOf)
+	var attestationsOf plan.SignatureOf
+	if plan.Asks(stage, stagecoachv1.GateAttestations) {
+		judge, err := run.r.attestationVerifier(ctx, stage, run.now)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		attestationsOf = func(digest string) (*plan.SignatureVerdict, error) {
+			v, err := judge(ctx, digest)
+			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
+				expires = plan.Soonest(expires, b.Until.Sub(run.now))
+			}
+			return v, err
+		}
+	}
+	candidate, skipped, err = plan.FirstEligible(stage, offered, signatureOf, attestationsOf)
 	return candidate, skipped, expires, err
 }
 

@@ -59,6 +59,11 @@ func (run *Run) gateInputs(ctx context.Context, digest string, breakGlass, apply
 			return in, err
 		}
 	}
+	if plan.Asks(stage, stagecoachv1.GateAttestations) {
+		if in.Attestations, err = run.r.attestationVerdict(ctx, stage, digest, run.now); err != nil {
+			return in, err
+		}
+	}
 	if plan.Asks(stage, stagecoachv1.GateApprovals) {
 		if in.Approvals, in.Promoters, err = run.approvals(ctx, digest); err != nil {
 			return in, err
@@ -211,20 +216,12 @@ func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stag
 	always := func(v *plan.SignatureVerdict) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
 		return func(context.Context, string) (*plan.SignatureVerdict, error) { return v, nil }, nil
 	}
-	var keys [][]byte
-	if ref := src.Verify.SecretRef; ref != nil {
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-				return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s' with the cosign public keys cannot be read (%v): create it or fix verify.secretRef",
-					stage.Namespace, ref.Name, err), nil))
-			}
-			return nil, fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
-		}
-		var err error
-		if keys, err = verify.KeysFromSecretData(secret.Data); err != nil {
-			return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Secret '%s/%s': %v", stage.Namespace, ref.Name, err), nil))
-		}
+	keys, unreadable, err := r.trustedKeys(ctx, stage, src.Verify.SecretRef, "verify.secretRef")
+	if err != nil {
+		return nil, err
+	}
+	if unreadable != "" {
+		return always(blocked(stagecoachv1.ReasonKeysUnreadable, unreadable, nil))
 	}
 	identities := make([]verify.Identity, 0, len(src.Verify.MatchOIDCIdentity))
 	for _, id := range src.Verify.MatchOIDCIdentity {
@@ -269,6 +266,28 @@ func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stag
 		}
 		return &plan.SignatureVerdict{Message: verdict.Message}, nil
 	}, nil
+}
+
+// trustedKeys reads the cosign public keys of a Secret the Stage names in field (none when ref
+// is nil); unreadable says why they cannot be used (the Secret is missing, forbidden or holds no
+// key), for the gate's block.
+func (r *Runner) trustedKeys(ctx context.Context, stage *stagecoachv1.Stage, ref *stagecoachv1.LocalObjectReference, field string) (
+	keys [][]byte, unreadable string, err error) {
+	if ref == nil {
+		return nil, "", nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, fmt.Sprintf("Secret '%s/%s' with the cosign public keys cannot be read (%v): create it or fix %s",
+				stage.Namespace, ref.Name, err, field), nil
+		}
+		return nil, "", fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
+	}
+	if keys, err = verify.KeysFromSecretData(secret.Data); err != nil {
+		return nil, fmt.Sprintf("Secret '%s/%s': %v", stage.Namespace, ref.Name, err), nil
+	}
+	return keys, "", nil
 }
 
 // commitVerifier verifies the signatures of a git source's commits (or tags) from its clone

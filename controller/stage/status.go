@@ -87,8 +87,11 @@ func summarizeSource(stage *stagecoachv1.Stage) {
 		return
 	}
 	what := "read its source"
-	if b.Gate == stagecoachv1.GateSignature {
+	switch b.Gate {
+	case stagecoachv1.GateSignature:
 		what = "verify signatures"
+	case stagecoachv1.GateAttestations:
+		what = "verify attestations"
 	}
 	setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionFalse, b.Reason,
 		fmt.Sprintf("Stage %s cannot %s: %s", stage.Name, what, b.Message))

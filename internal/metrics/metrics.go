@@ -111,7 +111,7 @@ var MaxStateSeriesPerStage = 5 + len(candidateGates)
 
 // candidateGates are the gate names status.candidate.blockedBy may hold.
 var candidateGates = []string{stagecoachv1.GateAuto, stagecoachv1.GateHold, stagecoachv1.GateFreeze, stagecoachv1.GateSuspend,
-	stagecoachv1.GateHistory, stagecoachv1.GateSource, stagecoachv1.GateSoak, stagecoachv1.GateSignature, stagecoachv1.GateWindow,
+	stagecoachv1.GateHistory, stagecoachv1.GateSource, stagecoachv1.GateSoak, stagecoachv1.GateSignature, stagecoachv1.GateAttestations, stagecoachv1.GateWindow,
 	stagecoachv1.GateApprovals, stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated, stagecoachv1.GatePublished}
 
 func withLabels(extra ...string) []string {

@@ -167,7 +167,7 @@ func TestSeriesFollowTheStageSpec(t *testing.T) {
 func TestSeriesPerStageBound(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(MaxEventSeriesPerStage).To(Equal(104))
-	g.Expect(MaxStateSeriesPerStage).To(Equal(19))
+	g.Expect(MaxStateSeriesPerStage).To(Equal(20))
 
 	prod := newStage("prod", "prod")
 	prod.Spec.Verification = &stagecoachv1.VerificationPolicy{Grace: &metav1.Duration{Duration: 2 * time.Minute},

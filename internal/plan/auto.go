@@ -172,8 +172,9 @@ func SourceUnreadable(c *stagecoachv1.CandidateVersion) *stagecoachv1.GateBlock 
 	}
 	for i, b := range c.BlockedBy {
 		switch {
-		case b.Gate == stagecoachv1.GateSignature && b.Reason == stagecoachv1.ReasonKeysUnreadable:
-			// No version can pass without the verification keys.
+		case (b.Gate == stagecoachv1.GateSignature || b.Gate == stagecoachv1.GateAttestations) &&
+			(b.Reason == stagecoachv1.ReasonKeysUnreadable || b.Reason == stagecoachv1.ReasonConditionInvalid):
+			// No version can pass without the verification keys, or with a condition that cannot run.
 			return &c.BlockedBy[i]
 		case c.Digest != "" || b.Gate != stagecoachv1.GateSource:
 		case b.Reason == stagecoachv1.ReasonRegistryUnreachable, b.Reason == stagecoachv1.ReasonRegistryUnauthorized,

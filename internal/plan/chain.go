@@ -25,6 +25,9 @@ type GateInputs struct {
 	Now        time.Time
 	// Signature is the verifier's verdict on Digest; needed when the Stage verifies signatures.
 	Signature *SignatureVerdict
+	// Attestations is the verdict on the attestations Digest carries; needed when the Stage
+	// requires some (verify.attestations).
+	Attestations *SignatureVerdict
 	// Approvals are the Stage's Approvals (of any digest).
 	Approvals []stagecoachv1.Approval
 	// Promoters asked for Digest by hand, here or anywhere up the upstream chain: they cannot
@@ -131,6 +134,7 @@ var Chain = []Gate{
 	{Name: stagecoachv1.GateSoak, Use: UseAutomation, Asks: always, Decide: decideSoak},
 	{Name: stagecoachv1.GateAuto, Use: UseAutomation, Asks: always, Decide: decideAuto},
 	{Name: stagecoachv1.GateSignature, Use: UsePromote, Asks: asksSignature, Decide: decideSignature},
+	{Name: stagecoachv1.GateAttestations, Use: UsePromote, Asks: asksAttestations, Decide: decideAttestations},
 	{Name: stagecoachv1.GateWindow, Use: UsePromote, Asks: asksWindows, Decide: decideWindows},
 	{Name: stagecoachv1.GateApprovals, Use: UsePromote, Asks: asksApprovals, Decide: decideApprovals},
 	{Name: stagecoachv1.GateDependsOn, Use: UsePromote, Asks: asksDependencies, Decide: decideDependencies},
@@ -252,17 +256,41 @@ func asksSignature(stage *stagecoachv1.Stage) bool {
 }
 
 func decideSignature(in GateInputs) ([]stagecoachv1.GateBlock, string) {
-	if in.Signature == nil {
-		// Never pass a signature nobody checked.
-		return []stagecoachv1.GateBlock{{Gate: stagecoachv1.GateSignature, Reason: stagecoachv1.ReasonVerificationUnavailable,
-			Message: "the signature of " + in.Digest + " was not checked"}}, ""
+	return decideVerdict(stagecoachv1.GateSignature, in.Signature, "the signature of "+in.Digest+" was not checked")
+}
+
+// AttestationRequirements are the attestations the Stage requires of each version: its registry
+// source's verify.attestations, or its upstream source's.
+func AttestationRequirements(stage *stagecoachv1.Stage) []stagecoachv1.AttestationRequirement {
+	switch src := stage.Spec.Source; {
+	case src.Registry != nil && src.Registry.Verify != nil:
+		return src.Registry.Verify.Attestations
+	case src.Upstream != nil && src.Upstream.Verify != nil:
+		return src.Upstream.Verify.Attestations
 	}
-	if b := in.Signature.Block; b != nil {
+	return nil
+}
+
+func asksAttestations(stage *stagecoachv1.Stage) bool {
+	return len(AttestationRequirements(stage)) > 0
+}
+
+func decideAttestations(in GateInputs) ([]stagecoachv1.GateBlock, string) {
+	return decideVerdict(stagecoachv1.GateAttestations, in.Attestations, "the attestations of "+in.Digest+" were not checked")
+}
+
+// decideVerdict is a verifier's gate: held by the verdict's block, and never passed when nothing
+// was checked.
+func decideVerdict(gate string, v *SignatureVerdict, notChecked string) ([]stagecoachv1.GateBlock, string) {
+	if v == nil {
+		return []stagecoachv1.GateBlock{{Gate: gate, Reason: stagecoachv1.ReasonVerificationUnavailable, Message: notChecked}}, ""
+	}
+	if b := v.Block; b != nil {
 		held := *b
-		held.Gate = stagecoachv1.GateSignature
+		held.Gate = gate
 		return []stagecoachv1.GateBlock{held}, ""
 	}
-	return nil, in.Signature.Message
+	return nil, v.Message
 }
 
 func asksWindows(stage *stagecoachv1.Stage) bool {

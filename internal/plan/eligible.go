@@ -19,7 +19,9 @@ type SignatureOf func(digest string) (*SignatureVerdict, error)
 // first, at most MaxSkipped. A signature that cannot be checked at all (keys or registry
 // unreadable) says nothing about the version: that one stays the candidate, held by the gate,
 // rather than automation falling back to an older version on a passing outage.
-func FirstEligible(stage *stagecoachv1.Stage, offered []Candidate, signature SignatureOf) (*Candidate, []stagecoachv1.SkippedVersion, error) {
+//
+// attestations, when the Stage requires some, judges them the same way after the signature.
+func FirstEligible(stage *stagecoachv1.Stage, offered []Candidate, signature, attestations SignatureOf) (*Candidate, []stagecoachv1.SkippedVersion, error) {
 	var skipped []stagecoachv1.SkippedVersion
 	skip := func(c *Candidate, gate, reason, msg string) {
 		if len(skipped) < maxSkipped {
@@ -33,19 +35,42 @@ func FirstEligible(stage *stagecoachv1.Stage, offered []Candidate, signature Sig
 				fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", c.Digest))
 			continue
 		}
-		if signature != nil && Asks(stage, stagecoachv1.GateSignature) {
-			v, err := signature(c.Digest)
-			if err != nil {
+		skips := false
+		for _, gate := range []struct {
+			name      string
+			verdictOf SignatureOf
+		}{{stagecoachv1.GateSignature, signature}, {stagecoachv1.GateAttestations, attestations}} {
+			var err error
+			if skips, err = skipsOn(stage, c, gate.name, gate.verdictOf, skip); err != nil {
 				return nil, nil, err
 			}
-			if b := UnsignedBlock(v); b != nil {
-				skip(c, stagecoachv1.GateSignature, b.Reason, b.Message)
-				continue
+			if skips {
+				break
 			}
+		}
+		if skips {
+			continue
 		}
 		return c, skipped, nil
 	}
 	return nil, skipped, nil
+}
+
+// skipsOn asks a verifier's gate about the candidate: true when the verdict is about the
+// version itself (then it is skipped with that reason).
+func skipsOn(stage *stagecoachv1.Stage, c *Candidate, gate string, verdictOf SignatureOf, skip func(*Candidate, string, string, string)) (bool, error) {
+	if verdictOf == nil || !Asks(stage, gate) {
+		return false, nil
+	}
+	v, err := verdictOf(c.Digest)
+	if err != nil {
+		return false, err
+	}
+	if b := UnsignedBlock(v); b != nil {
+		skip(c, gate, b.Reason, b.Message)
+		return true, nil
+	}
+	return false, nil
 }
 
 // UnsignedBlock is the verdict's block when it is about the version itself (no signature, or
@@ -55,7 +80,8 @@ func UnsignedBlock(v *SignatureVerdict) *stagecoachv1.GateBlock {
 		return nil
 	}
 	switch v.Block.Reason {
-	case stagecoachv1.ReasonSignatureMissing, stagecoachv1.ReasonSignatureInvalid:
+	case stagecoachv1.ReasonSignatureMissing, stagecoachv1.ReasonSignatureInvalid,
+		stagecoachv1.ReasonAttestationMissing, stagecoachv1.ReasonAttestationRefused:
 		return v.Block
 	}
 	return nil

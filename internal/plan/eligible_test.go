@@ -71,7 +71,7 @@ func TestFirstEligible(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			stage := &stagecoachv1.Stage{Spec: tc.spec, Status: stagecoachv1.StageStatus{FailedDigests: tc.failed}}
-			got, skipped, err := FirstEligible(stage, tc.offered, tc.signature)
+			got, skipped, err := FirstEligible(stage, tc.offered, tc.signature, nil)
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				return

@@ -162,7 +162,7 @@ func (e Explanation) Lines() []string {
 			if b.Until != nil {
 				// A signature does not open by itself: its Until is when it is checked again.
 				verb := "opens"
-				if b.Gate == stagecoachv1.GateSignature {
+				if b.Gate == stagecoachv1.GateSignature || b.Gate == stagecoachv1.GateAttestations {
 					verb = "checked again"
 				}
 				until = fmt.Sprintf(" (%s in %s)", verb, b.Until.Sub(e.now).Round(time.Second))

@@ -512,9 +512,9 @@ func TestChainIsOne(t *testing.T) {
 	}{
 		{name: "automation", chain: AutomationGates, want: []string{stagecoachv1.GateHistory, stagecoachv1.GateSuspend, stagecoachv1.GateFreeze,
 			stagecoachv1.GateHold, stagecoachv1.GateSoak, stagecoachv1.GateAuto, stagecoachv1.GateMediated}},
-		{name: "every promote", chain: PromoteGates, want: []string{stagecoachv1.GateSignature, stagecoachv1.GateWindow, stagecoachv1.GateApprovals,
+		{name: "every promote", chain: PromoteGates, want: []string{stagecoachv1.GateSignature, stagecoachv1.GateAttestations, stagecoachv1.GateWindow, stagecoachv1.GateApprovals,
 			stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated}},
-		{name: "a promote that starts", chain: ApplyGates, want: []string{stagecoachv1.GateSignature, stagecoachv1.GateWindow, stagecoachv1.GateApprovals,
+		{name: "a promote that starts", chain: ApplyGates, want: []string{stagecoachv1.GateSignature, stagecoachv1.GateAttestations, stagecoachv1.GateWindow, stagecoachv1.GateApprovals,
 			stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated, stagecoachv1.GatePublished, stagecoachv1.GateChecks}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -80,7 +80,7 @@ func (v *Verifier) checkBundles(ctx context.Context, d name.Digest, hash v1.Hash
 			failures = append(failures, failure{format: FormatBundle, what: what, err: err})
 			continue
 		}
-		keyID, signer, err := v.verifyBundle(ctx, b, hash, want)
+		keyID, signer, err := v.verifyBundle(ctx, b, hash, want, func() error { return checkBundleClaim(b, hash, want) })
 		if err != nil {
 			failures = append(failures, failure{format: FormatBundle, what: what, err: err, part: partOf(err, FailureKey), signer: signer})
 			continue
@@ -93,10 +93,10 @@ func (v *Verifier) checkBundles(ctx context.Context, d name.Digest, hash v1.Hash
 // verifyBundle verifies b, after checking that what it signs is this very digest: a bundle with
 // a Fulcio certificate against the trusted identities (returning who signed), one signed with a
 // key against the trusted keys (returning the ID of the first that verifies).
-func (v *Verifier) verifyBundle(ctx context.Context, b *sgbundle.Bundle, hash v1.Hash, want []byte) (string, *Signer, error) {
+func (v *Verifier) verifyBundle(ctx context.Context, b *sgbundle.Bundle, hash v1.Hash, want []byte, claim func() error) (string, *Signer, error) {
 	// Claim first: it does not depend on the key, and a bundle copied from another digest
 	// must fail whatever key signed it.
-	if err := checkBundleClaim(b, hash, want); err != nil {
+	if err := claim(); err != nil {
 		return "", nil, &partError{part: FailureClaim, err: err}
 	}
 	vc, err := b.VerificationContent()

@@ -74,6 +74,8 @@ type Options struct {
 	NegativeTTL time.Duration
 	// Clock for cache expiry; nil means the real clock.
 	Clock clock.PassiveClock
+	// MaxAttestationSize bounds one attestation read (MaxAttestationSize when <= 0).
+	MaxAttestationSize int64
 }
 
 // Verdict is a definite answer about one digest.
@@ -297,6 +299,9 @@ func (v *Verifier) negative(d name.Digest, failures []failure) Verdict {
 			d.DigestStr(), d.Context().Name(), len(failures), v.describeTrust(), detail),
 	}
 }
+
+// DescribeTrust names what the Verifier trusts, for messages.
+func (v *Verifier) DescribeTrust() string { return v.describeTrust() }
 
 // describeTrust names what the Verifier trusts, for messages.
 func (v *Verifier) describeTrust() string {

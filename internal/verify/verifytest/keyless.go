@@ -170,15 +170,16 @@ func (s *Sigstore) TrustedRoot() []byte { return bytes.Clone(s.trustedRoot) }
 func (s *Sigstore) SignBundle(t testing.TB, ctx context.Context, ref string, ci CI, o Keyless, opts ...remote.Option) []byte {
 	t.Helper()
 	d := resolve(t, ctx, ref, opts)
-	statement, err := json.Marshal(map[string]any{
-		"_type":         "https://in-toto.io/Statement/v1",
-		"subject":       []any{map[string]any{"digest": map[string]string{"sha256": d.DigestStr()[len("sha256:"):]}}},
-		"predicateType": types.CosignSignPredicateType,
-		"predicate":     map[string]any{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return s.AttestBundle(t, ctx, ref, Statement(t, d.DigestStr(), types.CosignSignPredicateType, map[string]any{}), ci, o, opts...)
+}
+
+// AttestBundle attaches statement to ref's digest keyless as ci, like `cosign attest` in v3
+// from CI: a DSSE envelope signed with a fresh key certified by the instance's Fulcio, logged
+// and timestamped, in a Sigstore v0.3 bundle pushed as an OCI referrer annotated with its
+// predicate type. It returns the bundle JSON.
+func (s *Sigstore) AttestBundle(t testing.TB, ctx context.Context, ref string, statement []byte, ci CI, o Keyless, opts ...remote.Option) []byte {
+	t.Helper()
+	predicateType := predicateTypeOf(t, statement)
 	const payloadType = "application/vnd.in-toto+json"
 	leaf, key := s.issue(t, ci, o)
 	sig := signWith(t, key, dsse.PAE(payloadType, statement))
@@ -211,7 +212,7 @@ func (s *Sigstore) SignBundle(t testing.TB, ctx context.Context, ref string, ci 
 	if err != nil {
 		t.Fatalf("marshal bundle: %v", err)
 	}
-	AttachBundle(t, ctx, ref, bundleJSON, opts...)
+	AttachStatementBundle(t, ctx, ref, bundleJSON, predicateType, opts...)
 	return bundleJSON
 }
 

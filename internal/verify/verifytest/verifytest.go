@@ -33,6 +33,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	sigdsse "github.com/sigstore/sigstore/pkg/signature/dsse"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -121,16 +122,30 @@ func SignLegacy(t testing.TB, ctx context.Context, ref string, kp KeyPair, opts 
 func SignBundle(t testing.TB, ctx context.Context, ref string, kp KeyPair, opts ...remote.Option) []byte {
 	t.Helper()
 	d := resolve(t, ctx, ref, opts)
-	h := d.DigestStr()
+	return AttestBundle(t, ctx, ref, kp, Statement(t, d.DigestStr(), types.CosignSignPredicateType, map[string]any{}), opts...)
+}
+
+// Statement is an in-toto v1 statement about digest ("sha256:<hex>") of predicateType.
+func Statement(t testing.TB, digest, predicateType string, predicate any) []byte {
+	t.Helper()
 	statement, err := json.Marshal(map[string]any{
 		"_type":         "https://in-toto.io/Statement/v1",
-		"subject":       []any{map[string]any{"digest": map[string]string{"sha256": h[len("sha256:"):]}}},
-		"predicateType": types.CosignSignPredicateType,
-		"predicate":     map[string]any{},
+		"subject":       []any{map[string]any{"name": "image", "digest": map[string]string{"sha256": digest[len("sha256:"):]}}},
+		"predicateType": predicateType,
+		"predicate":     predicate,
 	})
 	if err != nil {
 		t.Fatalf("statement: %v", err)
 	}
+	return statement
+}
+
+// AttestBundle attaches statement to ref's digest like `cosign attest --key` in v3: signed as a
+// DSSE envelope in a Sigstore v0.3 bundle pushed as an OCI referrer, annotated with its
+// predicate type. It returns the bundle JSON. The statement is taken as it is (its subject may
+// name another digest).
+func AttestBundle(t testing.TB, ctx context.Context, ref string, kp KeyPair, statement []byte, opts ...remote.Option) []byte {
+	t.Helper()
 	kpw, err := newBundleKeypair(kp)
 	if err != nil {
 		t.Fatalf("keypair: %v", err)
@@ -143,8 +158,56 @@ func SignBundle(t testing.TB, ctx context.Context, ref string, kp KeyPair, opts 
 	if err != nil {
 		t.Fatalf("marshal bundle: %v", err)
 	}
-	AttachBundle(t, ctx, ref, bundleJSON, opts...)
+	AttachStatementBundle(t, ctx, ref, bundleJSON, predicateTypeOf(t, statement), opts...)
 	return bundleJSON
+}
+
+// AttestLegacy attaches statement to ref's digest like `cosign attest --key` in v2: a DSSE
+// envelope signed with the key, a layer of the <repo>:sha256-<hex>.att tag annotated with its
+// predicate type (added to the attestations already there).
+func AttestLegacy(t testing.TB, ctx context.Context, ref string, kp KeyPair, statement []byte, opts ...remote.Option) {
+	t.Helper()
+	d := resolve(t, ctx, ref, opts)
+	env, err := sigdsse.WrapSigner(kp.Signer, "application/vnd.in-toto+json").SignMessage(bytes.NewReader(statement))
+	if err != nil {
+		t.Fatalf("sign envelope: %v", err)
+	}
+	att, err := static.NewAttestation(env, static.WithLayerMediaType(types.DssePayloadType),
+		static.WithAnnotations(map[string]string{"predicateType": predicateTypeOf(t, statement)}))
+	if err != nil {
+		t.Fatalf("attestation: %v", err)
+	}
+	oopts := []ociremote.Option{ociremote.WithRemoteOptions(withContext(ctx, opts)...)}
+	se, err := ociremote.SignedEntity(d, oopts...)
+	if err != nil {
+		t.Fatalf("read %s: %v", d, err)
+	}
+	attested, err := mutate.AttachAttestationToEntity(se, att)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	if err := ociremote.WriteAttestations(d.Repository, attested, oopts...); err != nil {
+		t.Fatalf("write attestations of %s: %v", d, err)
+	}
+}
+
+func predicateTypeOf(t testing.TB, statement []byte) string {
+	t.Helper()
+	var st struct {
+		PredicateType string `json:"predicateType"`
+	}
+	_ = json.Unmarshal(statement, &st) // a malformed statement is attached as it is
+	return st.PredicateType
+}
+
+// AttachStatementBundle pushes bundle JSON as a Sigstore bundle referrer of ref's digest
+// annotated with predicateType, as cosign v3 attaches attestations.
+func AttachStatementBundle(t testing.TB, ctx context.Context, ref string, bundleJSON []byte, predicateType string, opts ...remote.Option) {
+	t.Helper()
+	d := resolve(t, ctx, ref, opts)
+	if err := ociremote.WriteAttestationNewBundleFormat(d, bundleJSON, predicateType, ociremote.WithRemoteOptions(withContext(ctx, opts)...)); err != nil {
+		t.Fatalf("attach bundle to %s: %v", d, err)
+	}
 }
 
 // AttachBundle pushes bundle JSON as a Sigstore bundle referrer of ref's digest, as cosign v3 does.

@@ -134,7 +134,7 @@ func eventuallySkipped(t *testing.T, ns, stage, wantDigest string, skipped ...[2
 		g.Expect(s.Status.Candidate.Digest).To(Equal(wantDigest), toJSON(s.Status.Candidate))
 		var got [][2]string
 		for _, sk := range s.Status.Candidate.Skipped {
-			g.Expect(sk.Gate).To(Equal(stagecoachv1.GateSignature))
+			g.Expect(sk.Gate).To(BeElementOf(stagecoachv1.GateSignature, stagecoachv1.GateAttestations))
 			g.Expect(sk.Version).NotTo(BeEmpty())
 			got = append(got, [2]string{sk.Digest, sk.Reason})
 		}

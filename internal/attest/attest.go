@@ -1,0 +1,96 @@
+package attest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/verify"
+)
+
+// Finder finds and verifies a digest's attestations of one predicate type (verify.Verifier).
+type Finder interface {
+	Attestations(ctx context.Context, ref, predicateType string) (verify.Attestations, error)
+	DescribeTrust() string
+}
+
+// Requirement is one verify.attestations entry, ready to judge: its predicate type's URI, its
+// compiled condition (nil: any verified statement of the type) and who must have signed.
+type Requirement struct {
+	PredicateType string
+	Condition     *Condition
+	Signers       Finder
+}
+
+// Verdict is whether a digest carries every required attestation.
+type Verdict struct {
+	Passed bool
+	// Reason, when it did not pass: AttestationMissing, AttestationRefused or ImageNotFound.
+	Reason string
+	// Message names the digest, each predicate type and what verified it; or, when it did not
+	// pass, the predicate, the signer and the condition that failed.
+	Message string
+}
+
+// maxDetail bounds how much of the refusals a message repeats.
+const maxDetail = 900
+
+// Check judges ref ("repository@sha256:<hex>") against every requirement, in order; the first
+// that fails is the verdict. An error means the attestations could not be read (retry).
+func Check(ctx context.Context, ref string, reqs []Requirement) (Verdict, error) {
+	var passed []string
+	for _, req := range reqs {
+		found, err := req.Signers.Attestations(ctx, ref, req.PredicateType)
+		if err != nil {
+			return Verdict{}, err
+		}
+		if found.ImageNotFound {
+			return Verdict{Reason: stagecoachv1.ReasonImageNotFound, Message: fmt.Sprintf("%s does not exist in its repository", ref)}, nil
+		}
+		ok, why := judge(ctx, ref, req, found)
+		if !ok {
+			return Verdict{Reason: why.reason, Message: why.message}, nil
+		}
+		passed = append(passed, why.message)
+	}
+	return Verdict{Passed: true, Message: strings.Join(passed, "; ")}, nil
+}
+
+type judgement struct{ reason, message string }
+
+// judge decides one requirement from what was found: passed when a verified statement meets
+// the condition.
+func judge(ctx context.Context, ref string, req Requirement, found verify.Attestations) (bool, judgement) {
+	var unmet []string
+	for _, a := range found.Verified {
+		if req.Condition == nil {
+			return true, judgement{message: fmt.Sprintf("attestation %s signed %s (%s)", req.PredicateType, a.SignedBy(), a.What)}
+		}
+		holds, err := req.Condition.Holds(ctx, a.Statement)
+		switch {
+		case err != nil:
+			unmet = append(unmet, fmt.Sprintf("%s signed %s: %v", a.What, a.SignedBy(), err))
+		case !holds:
+			unmet = append(unmet, fmt.Sprintf("%s signed %s does not meet the condition %s", a.What, a.SignedBy(), req.Condition))
+		default:
+			return true, judgement{message: fmt.Sprintf("attestation %s signed %s (%s) meets %s", req.PredicateType, a.SignedBy(), a.What, req.Condition)}
+		}
+	}
+	var refused []string
+	for _, r := range found.Refused {
+		refused = append(refused, r.String())
+	}
+	if len(unmet) == 0 && len(refused) == 0 {
+		return false, judgement{reason: stagecoachv1.ReasonAttestationMissing, message: fmt.Sprintf(
+			"%s has no attestation of predicate type %s (no Sigstore bundle referrer, no entry of its .att tag of that type): "+
+				"attach one signed by %s", ref, req.PredicateType, req.Signers.DescribeTrust())}
+	}
+	detail := strings.Join(append(unmet, refused...), "; ")
+	if len(detail) > maxDetail {
+		detail = detail[:maxDetail] + "…"
+	}
+	return false, judgement{reason: stagecoachv1.ReasonAttestationRefused, message: fmt.Sprintf(
+		"%s has %d attestation(s) of predicate type %s, but none is signed by %s for this digest and meets its condition: %s",
+		ref, len(unmet)+len(refused), req.PredicateType, req.Signers.DescribeTrust(), detail)}
+}
