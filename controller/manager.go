@@ -11,6 +11,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/records"
 	"github.com/stagecoach-dev/stagecoach/controller/stage"
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
+	"github.com/stagecoach-dev/stagecoach/internal/attest"
 	"github.com/stagecoach-dev/stagecoach/internal/metrics"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
@@ -117,8 +119,14 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
+	attestor, err := loadAttestor(ctx, mgr.GetAPIReader(), opts.AttestationKeySecret)
+	if err != nil {
+		return nil, err
+	}
 	stages := &stage.Reconciler{
 		SigstoreTrustedRoot:       sigstoreRoot,
+		Attestor:                  attestor,
+		Cluster:                   opts.RecordsCluster,
 		ServerVersion:             versions.Read,
 		WatchNamespaces:           opts.WatchNamespaces,
 		Identity:                  whoAmI(ctx, mgr.GetClient()),
@@ -175,6 +183,26 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		return nil, fmt.Errorf("failed to add the Stage metrics: %w", err)
 	}
 	return mgr, nil
+}
+
+// loadAttestor loads the key that signs promotion attestations (nil when none is configured).
+func loadAttestor(ctx context.Context, reader client.Reader, ref string) (*attest.Signer, error) {
+	if ref == "" {
+		return nil, nil
+	}
+	key, err := parseSecretRef(ref)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --attestation-key-secret %q: %w", ref, err)
+	}
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("cannot read the attestation key Secret %s (--attestation-key-secret): %w", key, err)
+	}
+	signer, err := attest.LoadSigner(secret.Data["cosign.key"], secret.Data["cosign.password"])
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s (--attestation-key-secret): %w", key, err)
+	}
+	return signer, nil
 }
 
 // cacheSyncedCheck is ready once the informers have synced, so that no replica is sent traffic

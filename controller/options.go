@@ -81,6 +81,9 @@ type Options struct {
 	// (cosign.key and cosign.password, as `cosign generate-key-pair` writes them).
 	RecordsRepository string
 	RecordsKeySecret  string
+	// AttestationKeySecret (namespace/name) holds the key that signs promotion attestations
+	// (cosign.key and cosign.password); empty: Stages with spec.attest attach nothing and say so.
+	AttestationKeySecret string
 	// RecordsCluster is the cluster part of this cluster's stream ids; the first 12 hex digits
 	// of kube-system's UID when empty.
 	RecordsCluster string
@@ -181,6 +184,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Let HTTP checks call private (RFC 1918, fc00::/7), shared (100.64.0.0/10), loopback, link-local, multicast and other special-purpose addresses, also embedded in IPv4-mapped, NAT64, 6to4 or Teredo addresses, and cluster-internal names (*.svc, *.cluster.local, names without a domain); refused by default, so that a Stage cannot probe what only the controller reaches.")
 	fs.StringVar(&o.RecordsRepository, "records-repository", o.RecordsRepository,
 		"OCI repository the signed record of every Stage step is pushed to (for example registry.example/delivery/streams); empty turns records off.")
+	fs.StringVar(&o.AttestationKeySecret, "attestation-key-secret", o.AttestationKeySecret,
+		"Secret (namespace/name) with the key that signs promotion attestations (spec.attest): cosign.key and cosign.password from `cosign generate-key-pair`; empty: no Stage attests.")
 	fs.StringVar(&o.RecordsKeySecret, "records-key-secret", o.RecordsKeySecret,
 		"Secret (namespace/name) with the recorder key: cosign.key and cosign.password from `cosign generate-key-pair`; required with --records-repository.")
 	fs.StringVar(&o.RecordsCluster, "records-cluster", o.RecordsCluster,
@@ -261,6 +266,11 @@ func (o *Options) Validate() error {
 	if o.RecordsRepository != "" {
 		if _, err := parseSecretRef(o.RecordsKeySecret); err != nil {
 			return fmt.Errorf("invalid --records-key-secret %q: %w; --records-repository needs the recorder key", o.RecordsKeySecret, err)
+		}
+	}
+	if o.AttestationKeySecret != "" {
+		if _, err := parseSecretRef(o.AttestationKeySecret); err != nil {
+			return fmt.Errorf("invalid --attestation-key-secret %q: %w", o.AttestationKeySecret, err)
 		}
 	}
 	if o.RecordsCluster != "" && len(validation.IsDNS1123Label(o.RecordsCluster)) > 0 {

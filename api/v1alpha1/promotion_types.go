@@ -158,6 +158,23 @@ type PromotionStatus struct {
 	// PullRequest is the pull request this Promotion opened (promotion.git.pullRequest).
 	// +optional
 	PullRequest *PullRequestReference `json:"pullRequest,omitempty"`
+
+	// Attestation is the promotion attestation attached once this Promotion was verified
+	// (the Stage's spec.attest).
+	// +optional
+	Attestation *AttestationReference `json:"attestation,omitempty"`
+}
+
+// AttestationReference is the promotion attestation a verified Promotion attached (spec.attest).
+type AttestationReference struct {
+	// Repository the attestation was pushed to.
+	Repository string `json:"repository"`
+	// Digest of the referrer manifest that carries it.
+	Digest string `json:"digest"`
+	// PredicateType of its statement.
+	PredicateType string `json:"predicateType"`
+	// KeyID of the controller key that signed it.
+	KeyID string `json:"keyID,omitempty"`
 }
 
 // PullRequestReference is a promotion's pull request on the forge.

@@ -238,6 +238,10 @@ const (
 	EventSuperseded      = "Superseded"
 	EventBreakGlass      = "BreakGlass"
 	EventCheckFailed     = "CheckFailed"
+	// EventAttested: a verified version's promotion attestation was attached (spec.attest).
+	EventAttested = "Attested"
+	// EventAttestationFailed: it could not be; the event says why and what to fix.
+	EventAttestationFailed = "AttestationFailed"
 )
 
 // Actions of events (the events.k8s.io action field).

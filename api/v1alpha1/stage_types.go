@@ -105,6 +105,14 @@ type StageSpec struct {
 	// +optional
 	Prerequisites *Prerequisites `json:"prerequisites,omitempty"`
 
+	// Attest, when set, attaches a signed in-toto attestation to each OCI digest this Stage
+	// verifies (predicate type https://stagecoach.dev/attestation/promotion/v1), signed by the
+	// controller's --attestation-key-secret, as a Sigstore bundle referrer in the repository the
+	// versions live in: a Stage downstream, or an admission policy, can then require that a digest
+	// passed this one.
+	// +optional
+	Attest *AttestPolicy `json:"attest,omitempty"`
+
 	// Suspend stops all promotion of this Stage: nothing starts and automation stops; a
 	// Promotion already running finishes. Its status is still kept.
 	// +optional
@@ -522,6 +530,16 @@ type UpstreamSource struct {
 	// namespace): for example the promotion attestation the upstream Stage attached.
 	// +optional
 	Verify *UpstreamVerification `json:"verify,omitempty"`
+}
+
+// AttestPolicy says how a Stage attaches its promotion attestations.
+type AttestPolicy struct {
+	// SecretRef names a docker-config Secret in the Stage's namespace with the right to push to
+	// the repository the versions live in. The Stage's author must be allowed to get it (as for
+	// promotion.git). Unset: the push is anonymous (a registry on the controller's network that
+	// takes anonymous pushes).
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // UpstreamVerification is what a Stage that takes an upstream's versions checks on each of them.

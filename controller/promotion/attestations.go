@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/attest"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
+	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
@@ -122,4 +129,165 @@ func (r *Runner) versionRepository(ctx context.Context, stage *stagecoachv1.Stag
 		}
 	}
 	return src.Repository, src.Insecure, keychain, nil, nil
+}
+
+// attestRetry is how soon a promotion attestation that could not be attached is tried again.
+const attestRetry = 30 * time.Second
+
+// catchUpAttestation attaches the promotion attestation of the Stage's current version when the
+// Stage asks for one (spec.attest) and the Promotion that verified it has none yet: after the
+// Promotion finished, so that a registry outage never holds a verdict back (nor a crash loses
+// one: the next reconcile finds it owed). It returns how soon to try again after a failure (0:
+// nothing owed); what failed is an Event on the Promotion, naming the fix.
+func (run *Run) catchUpAttestation(ctx context.Context) time.Duration {
+	stage := run.stage
+	if stage.Spec.Attest == nil || stage.Status.Current == nil || !strings.HasPrefix(stage.Status.Current.Digest, "sha256:") {
+		return 0
+	}
+	var p *stagecoachv1.Promotion
+	for i := range run.promotions {
+		if q := &run.promotions[i]; q.Name == stage.Status.Current.Promotion && q.Status.Phase == stagecoachv1.PhaseSucceeded &&
+			q.Status.Attestation == nil && q.Status.Version != nil && q.Status.Version.Digest == stage.Status.Current.Digest {
+			p = q
+		}
+	}
+	if p == nil {
+		return 0
+	}
+	failed := func(format string, args ...any) time.Duration {
+		run.event(p, corev1.EventTypeWarning, stagecoachv1.EventAttestationFailed, "%s", fmt.Sprintf(format, args...))
+		return attestRetry
+	}
+	if run.r.Attestor == nil {
+		return failed("Stage %s asks for promotion attestations (spec.attest), but this controller runs without --attestation-key-secret: "+
+			"give it the Secret of a cosign key pair, or remove spec.attest", stage.Name)
+	}
+	ref, err := run.attestation(ctx, p)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 0
+		}
+		return failed("cannot attach the promotion attestation of %s to %s: %v", versionString(p.Status.Version), stage.Name, err)
+	}
+	p.Status.Attestation = ref
+	if err := run.status.save(ctx, p); err != nil {
+		// Attached already: the next reconcile finds it there and records it.
+		ctrl.LoggerFrom(ctx).Error(err, "failed to record the promotion attestation", "promotion", p.Name)
+		return attestRetry
+	}
+	run.event(p, corev1.EventTypeNormal, stagecoachv1.EventAttested, "attached the promotion attestation of %s in %s to %s@%s (referrer %s, key %s)",
+		versionString(p.Status.Version), stage.Name, ref.Repository, p.Status.Version.Digest, ref.Digest, ref.KeyID)
+	return 0
+}
+
+// attestation signs and attaches p's promotion attestation, or finds the one attached before,
+// and says where it is. Errors say what to fix.
+func (run *Run) attestation(ctx context.Context, p *stagecoachv1.Promotion) (*stagecoachv1.AttestationReference, error) {
+	stage := run.stage
+	repo, insecure, _, block, err := run.r.versionRepository(ctx, stage)
+	if err != nil {
+		return nil, err
+	}
+	if block != nil {
+		return nil, errors.New(block.Message)
+	}
+	keychain, err := run.attestKeychain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := name.NewDigest(repo+"@"+p.Status.Version.Digest, ociclient.NameOptions(insecure)...)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %w", repo, err)
+	}
+	ropts := ociclient.RemoteOptions(ctx, ociclient.Options{Keychain: keychain, Insecure: insecure, Transport: run.r.RegistryTransport})
+	key := fmt.Sprintf("%s/%s/%s", p.Namespace, p.Name, p.UID)
+	ref := &stagecoachv1.AttestationReference{Repository: repo, PredicateType: attest.PromotionPredicateType, KeyID: run.r.Attestor.KeyID()}
+	if ref.Digest, err = attest.Attached(d, key, ropts); err != nil || ref.Digest != "" {
+		return ref, ociclient.ClassifyError(repo, err)
+	}
+	statement, err := attest.Statement(repo, p.Status.Version.Digest, run.promotionPredicate(p))
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := run.r.Attestor.Bundle(ctx, statement)
+	if err != nil {
+		return nil, err
+	}
+	created := run.now
+	if p.Status.VerifiedAt != nil {
+		created = p.Status.VerifiedAt.Time
+	}
+	if ref.Digest, err = attest.Attach(d, bundle, key, created, ropts); err != nil {
+		return nil, ociclient.ClassifyError(repo, err)
+	}
+	if ref.Digest == "" {
+		return nil, fmt.Errorf("the registry took the attestation of %s but does not list it among the referrers of %s", p.Name, d.DigestStr())
+	}
+	return ref, nil
+}
+
+// attestKeychain is what the attestation is pushed with: the Secret spec.attest.secretRef names,
+// only when the Stage's author may read it (the controller pushes through a Stage only with what
+// its author could push with themselves); anonymous without one.
+func (run *Run) attestKeychain(ctx context.Context) (authn.Keychain, error) {
+	stage := run.stage
+	ref := stage.Spec.Attest.SecretRef
+	if ref == nil {
+		return nil, nil
+	}
+	author := stage.Spec.Author
+	if author == nil {
+		return nil, fmt.Errorf("Stage %s names no spec.author, and the controller pushes with Secret %s (spec.attest.secretRef) only as whoever set the Stage, "+
+			"when they may read it themselves: set spec.author.user to your user name", stage.Name, ref.Name)
+	}
+	if run.r.Authors == nil {
+		return nil, errors.New("this controller cannot ask whether the Stage's author may read spec.attest.secretRef")
+	}
+	allowed, err := run.r.Authors.May(ctx, run.r.Client, run.now, author, "get", secretsResource, stage.Namespace, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, fmt.Errorf("the Stage's author %s may not get Secret '%s/%s' (spec.attest.secretRef): grant them get on it, or have someone who may re-apply the Stage",
+			authz.Describe(author), stage.Namespace, ref.Name)
+	}
+	keychain, block, err := registry.Keychain(ctx, run.r.APIReader, stage, ref)
+	if err != nil {
+		return nil, err
+	}
+	if block != nil {
+		return nil, errors.New(block.Message)
+	}
+	return keychain, nil
+}
+
+// secretsResource is what a Stage's author must be allowed to get to push with a Secret.
+var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+
+// promotionPredicate is what the attestation says of p: the Stage, the version, every gate's
+// verdict and the engine's proof that it landed.
+func (run *Run) promotionPredicate(p *stagecoachv1.Promotion) attest.Promotion {
+	stage := run.stage
+	pred := attest.Promotion{Cluster: run.r.Cluster, Namespace: stage.Namespace, Stage: stage.Name, Service: stage.Spec.Service,
+		Environment: stage.Spec.Environment, Promotion: p.Name, Action: string(p.Spec.Action),
+		Version: attest.Version{Tag: p.Status.Version.Tag, Digest: p.Status.Version.Digest}, RequestedBy: p.Spec.RequestedBy,
+		Gates: make([]attest.Gate, 0, len(p.Status.Gates)), Landed: attest.Landed{Evidence: p.Status.Message}}
+	for _, g := range p.Status.Gates {
+		pred.Gates = append(pred.Gates, attest.Gate{Gate: g.Gate, Passed: g.Passed, Message: g.Message})
+	}
+	if a := stage.Status.Applier; a != nil {
+		pred.Landed.Applier = a.Kind + "/" + a.Name
+	}
+	for _, at := range []struct {
+		from *metav1.Time
+		to   *time.Time
+	}{{p.Status.AppliedAt, &pred.Landed.AppliedAt}, {p.Status.LandedAt, &pred.Landed.LandedAt}, {p.Status.VerifiedAt, &pred.Landed.VerifiedAt}} {
+		if at.from != nil {
+			*at.to = at.from.UTC()
+		}
+	}
+	if s := stage.Status.Stream; s != nil && s.ID != "" {
+		pred.Record = &attest.Record{Stream: s.ID}
+	}
+	return pred
 }

@@ -67,6 +67,9 @@ type Run struct {
 	promotions []stagecoachv1.Promotion
 	// freezes are the Freezes holding the Stage now.
 	freezes []stagecoachv1.Freeze
+	// attestAgain is how soon a promotion attestation that could not be attached is tried
+	// again (0: none is owed).
+	attestAgain time.Duration
 }
 
 // NewRun starts one reconcile's run over the Stage's Promotions: obj is the applier as read (nil
@@ -81,6 +84,11 @@ func (r *Runner) NewRun(stage *stagecoachv1.Stage, obj *unstructured.Unstructure
 // Reconcile moves the Stage's Promotions one step: queue, automation when nothing
 // runs or waits, start, progress, finish. It returns when to look again.
 func (run *Run) Reconcile(ctx context.Context) (time.Duration, error) {
+	next, err := run.reconcile(ctx)
+	return plan.Soonest(next, run.attestAgain), err
+}
+
+func (run *Run) reconcile(ctx context.Context) (time.Duration, error) {
 	if err := run.listPromotions(ctx); err != nil {
 		return 0, err
 	}
@@ -93,6 +101,7 @@ func (run *Run) Reconcile(ctx context.Context) (time.Duration, error) {
 	if err := run.catchUpAnnotations(ctx); err != nil {
 		return 0, err
 	}
+	run.attestAgain = run.catchUpAttestation(ctx)
 	running, next, err := run.queue(ctx)
 	if err != nil {
 		return 0, err

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stagecoach-dev/stagecoach/controller/chart"
+	"github.com/stagecoach-dev/stagecoach/internal/attest"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/forge"
 	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
@@ -64,6 +66,13 @@ type Runner struct {
 	// annotations in the background (nil: at once).
 	Checks    *CheckRuns
 	Annotator *PhaseAnnotator
+
+	// Attestor signs the promotion attestations of Stages with spec.attest (nil: none are
+	// written); Cluster names this cluster in them. Authors answers whether a Stage's author may
+	// read the Secret the attestation is pushed with.
+	Attestor *attest.Signer
+	Cluster  string
+	Authors  *authz.Reviews
 }
 
 func (r *Runner) clock() clock.PassiveClock {

@@ -20,6 +20,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/chart"
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
 	"github.com/stagecoach-dev/stagecoach/controller/records"
+	"github.com/stagecoach-dev/stagecoach/internal/attest"
 	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
@@ -68,6 +69,10 @@ type Reconciler struct {
 	// SigstoreTrustedRoot replaces the public Sigstore instance's trusted root shipped with
 	// Stagecoach, for Stages without verify.trustedRoot (nil: the shipped one).
 	SigstoreTrustedRoot []byte
+	// Attestor signs promotion attestations (spec.attest); nil: none are written. Cluster names
+	// this cluster in them (the records' cluster id; "" leaves it out).
+	Attestor *attest.Signer
+	Cluster  string
 	// AllowInternalCheckTargets lets HTTP checks call loopback, link-local and cluster-internal targets.
 	AllowInternalCheckTargets bool
 

@@ -362,5 +362,6 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 			Runs: &runcheck.Runs{Client: r.Client, Reader: r.APIReader, Authors: &r.authors}},
 			ctx, r.Wake),
 		Annotator: annotator,
+		Attestor:  r.Attestor, Cluster: r.Cluster, Authors: &r.authors,
 	}
 }

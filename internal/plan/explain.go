@@ -26,6 +26,10 @@ type Explanation struct {
 	Takes string `json:"takes,omitempty"`
 	// Writes says, for a Stage that promotes through Git, where its commits or pull requests go.
 	Writes string `json:"writes,omitempty"`
+	// Requires names the attestations each version must carry (verify.attestations); Attests
+	// says that the Stage attaches a promotion attestation to what it verifies (spec.attest).
+	Requires string `json:"requires,omitempty"`
+	Attests  string `json:"attests,omitempty"`
 	// Runs is the verified version running, if any.
 	Runs *stagecoachv1.CurrentVersion `json:"runs,omitempty"`
 	// Promoting is the running Promotion; Waiting the next one to start.
@@ -66,6 +70,10 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 	e.Takes = takes(stage.Spec.Source.Git, stage.Namespace)
 	if p := stage.Spec.Promotion; p != nil {
 		e.Writes = writes(p.Git)
+	}
+	e.Requires = requires(AttestationRequirements(stage))
+	if stage.Spec.Attest != nil {
+		e.Attests = "a signed promotion attestation on each digest it verifies (https://stagecoach.dev/attestation/promotion/v1)"
 	}
 	e.Runs = stage.Status.Current.DeepCopy()
 	q := Queue(promotions)
@@ -122,6 +130,12 @@ func (e Explanation) Lines() []string {
 	}
 	if e.Writes != "" {
 		add("writes:    %s", e.Writes)
+	}
+	if e.Requires != "" {
+		add("requires:  %s", e.Requires)
+	}
+	if e.Attests != "" {
+		add("attests:   %s", e.Attests)
 	}
 	if p := e.Promoting; p != nil {
 		add("promoting: Promotion %s applies %s: %s", p.Name, describeVersion(p.Version.Tag, p.Version.Digest), p.Message)
@@ -217,6 +231,19 @@ func takes(src *stagecoachv1.GitSource, namespace string) string {
 		fmt.Fprintf(&b, ", signed (%s) by a key of Secret '%s/%s'", v.GetMode(), namespace, v.SecretRef.Name)
 	}
 	return b.String()
+}
+
+// requires names the attestations a Stage requires, each with its condition.
+func requires(reqs []stagecoachv1.AttestationRequirement) string {
+	parts := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		part := r.PredicateType
+		if r.Condition != "" {
+			part += " where " + r.Condition
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // writes says where a Stage that promotes through Git writes: the branch, how, and who merges.

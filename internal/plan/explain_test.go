@@ -43,6 +43,13 @@ func TestExplain(t *testing.T) {
 		{name: "a Stage that merges commits says where", stage: func(s *stagecoachv1.Stage) {
 			s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/org/config.git", Branch: "env/prod", Merge: true}}
 		}, want: []string{"  writes:    commits merging the promoted commit on branch env/prod of https://git.example/org/config.git"}},
+		{name: "a Stage that requires attestations and attests says so", stage: func(s *stagecoachv1.Stage) {
+			s.Spec.Source.Upstream = &stagecoachv1.UpstreamSource{Stage: "staging", Verify: &stagecoachv1.UpstreamVerification{
+				Attestations: []stagecoachv1.AttestationRequirement{{PredicateType: "https://stagecoach.dev/attestation/promotion/v1",
+					Condition: `predicate.stage == "staging"`}, {PredicateType: "slsaprovenance1"}}}}
+			s.Spec.Attest = &stagecoachv1.AttestPolicy{}
+		}, want: []string{`  requires:  https://stagecoach.dev/attestation/promotion/v1 where predicate.stage == "staging"; slsaprovenance1`,
+			"  attests:   a signed promotion attestation on each digest it verifies (https://stagecoach.dev/attestation/promotion/v1)"}},
 		{name: "new Stage", stage: func(s *stagecoachv1.Stage) { s.Status.Conditions = nil },
 			want: []string{"prod/payments (payments, prod)", "  not reconciled yet", "  runs:      nothing verified yet", "  nothing to do"}},
 		{name: "running a promotion", promotions: []stagecoachv1.Promotion{running},

@@ -73,7 +73,7 @@ func TestStageAuthorGuard(t *testing.T) {
 			wantErr: "names author tina but is written by bob"},
 		{name: "bob points tina's Stage at another upstream", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change:  func(s *stagecoachv1.Stage) { s.Spec.Source.Upstream.Stage = "bobs-stage" },
-			wantErr: "whoever sets the applyRef, the source, promotion.git or a check's run is who the controller writes the applier, pushes and creates runs as"},
+			wantErr: "whoever sets the applyRef, the source, promotion.git, attest or a check's run is who the controller writes the applier, pushes and creates runs as"},
 		// Issue 39: a check's run is created as the author, so adding or changing one is theirs.
 		{name: "bob adds a run to tina's Stage's checks", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change: func(s *stagecoachv1.Stage) {
@@ -101,7 +101,7 @@ func TestStageAuthorGuard(t *testing.T) {
 					Set: []stagecoachv1.GitFileEdit{{Path: "dev/values.yaml", Key: "image.digest"}}}}
 			},
 			change:  func(s *stagecoachv1.Stage) { s.Spec.Promotion.Git.URL = "https://bob.example/config.git" },
-			wantErr: "whoever sets the applyRef, the source, promotion.git or a check's run is who the controller writes the applier, pushes and creates runs as"},
+			wantErr: "whoever sets the applyRef, the source, promotion.git, attest or a check's run is who the controller writes the applier, pushes and creates runs as"},
 		{name: "bob adds a promotion by commit to tina's Stage", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			create: func(s *stagecoachv1.Stage) {
 				s.Spec.ApplyRef = stagecoachv1.ApplierReference{Kind: "Application", Name: s.Name}
@@ -113,6 +113,19 @@ func TestStageAuthorGuard(t *testing.T) {
 					Set: []stagecoachv1.GitFileEdit{{Path: "dev/values.yaml", Key: "image.digest"}}}}
 			},
 			wantErr: "names author tina but is written by bob"},
+		// Issue 41: the controller pushes the promotion attestation with the Secret spec.attest
+		// names, as the author: adding or changing it is the author's.
+		{name: "bob makes tina's Stage attest with a push Secret", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Attest = &stagecoachv1.AttestPolicy{SecretRef: &stagecoachv1.LocalObjectReference{Name: "push"}}
+			},
+			wantErr: "names author tina but is written by bob"},
+		{name: "bob changes the push Secret of tina's attestations", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
+			create: func(s *stagecoachv1.Stage) { s.Spec.Attest = &stagecoachv1.AttestPolicy{} },
+			change: func(s *stagecoachv1.Stage) {
+				s.Spec.Attest.SecretRef = &stagecoachv1.LocalObjectReference{Name: "bobs-push"}
+			},
+			wantErr: "whoever sets the applyRef, the source, promotion.git, attest or a check's run is who the controller writes the applier, pushes and creates runs as"},
 		{name: "bob adds an HTTP check: the author stays", creator: tina, author: &stagecoachv1.StageAuthor{User: "tina"},
 			change: func(s *stagecoachv1.Stage) {
 				s.Spec.Verification = &stagecoachv1.VerificationPolicy{Checks: []stagecoachv1.Check{{Name: "smoke",

@@ -1,15 +1,24 @@
 package promotion
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	. "github.com/onsi/gomega"
+	"github.com/sigstore/cosign/v3/pkg/cosign"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/controller"
 	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 )
 
@@ -27,19 +36,24 @@ func slsaProvenance(repository string) map[string]any {
 // A Stage that requires an SLSA provenance (issue 41) promotes only the versions whose
 // provenance the release workflow signed keyless and that says it was built from the
 // organisation's repository: a version built from a fork, or without provenance, is skipped
-// with the reason naming the predicate, the signer and the condition, and never promoted. A
-// Stage taking that Stage's versions requires an attestation its own key signed: without it the
-// candidate is held, naming the missing attestation; once attached, it is promoted.
+// with the reason naming the predicate, the signer and the condition, and never promoted. dev
+// attests each version it verifies (spec.attest), signed by the controller's key; prod requires
+// dev's attestation: a digest that did not pass dev (promoted by hand to prod) is held, naming the
+// missing attestation, and what dev verified goes on. cosign's own verify-attestation (the library
+// code of the CLI) accepts the attestation with the controller's public key.
 func TestAttestationsGateVersions(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	reg := newTestRegistry(t)
 	sigstore := verifytest.NewSigstore(t)
-	staging := verifytest.NewKeyPair(t)
+	attestor, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte("attest"), nil })
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "attestation-key"},
+		Data: map[string][]byte{"cosign.key": attestor.PrivateBytes, "cosign.password": []byte("attest")}})).To(Succeed())
 	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore"},
 		Data: map[string][]byte{"trusted_root.json": sigstore.TrustedRoot()}})).To(Succeed())
 	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "staging-key"},
-		Data: map[string][]byte{"cosign.pub": staging.PublicPEM}})).To(Succeed())
+		Data: map[string][]byte{"cosign.pub": attestor.PublicBytes}})).To(Succeed())
 	release := verifytest.GitHubActions("org/payments", "release.yml", "refs/tags/v1.0.0")
 	digestOf := func(ref string) string { return ref[strings.Index(ref, "@")+1:] }
 	releaseIdentity := []stagecoachv1.OIDCIdentityMatch{{Issuer: "^https://token.actions.githubusercontent.com$",
@@ -64,17 +78,32 @@ func TestAttestationsGateVersions(t *testing.T) {
 					Condition:         `predicate.buildDefinition.externalParameters.workflow.repository == "https://github.com/org/payments"`,
 					MatchOIDCIdentity: releaseIdentity, TrustedRoot: root}}}}}
 		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+		s.Spec.Attest = &stagecoachv1.AttestPolicy{}
 	})
 	prodApp := newApplication(t, ns, "prod", ociSpec(ns))
 	newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
 		s.Spec.Source = stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "dev",
 			Verify: &stagecoachv1.UpstreamVerification{Attestations: []stagecoachv1.AttestationRequirement{{
 				PredicateType: "https://stagecoach.dev/attestation/promotion/v1",
-				Condition:     `predicate.stage == "dev"`,
+				Condition:     fmt.Sprintf(`predicate.namespace == %q && predicate.stage == "dev" && predicate.gates.exists(g, g.gate == "attestations" && g.passed)`, ns),
 				SecretRef:     &stagecoachv1.LocalObjectReference{Name: "staging-key"}}}}}}
 		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
 	})
-	startController(t, nil)
+	startControllerWith(t, nil, func(o *controller.Options) { o.AttestationKeySecret = ns + "/attestation-key" })
+
+	// A version pushed straight to prod by hand, never verified in dev: held for the missing attestation.
+	v0 := build("v0.9.0", "https://github.com/org/payments")
+	g.Expect(env.Client.Create(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-by-hand"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "prod", Action: stagecoachv1.ActionPromote, RequestedBy: "alice",
+			Version: &stagecoachv1.VersionReference{Digest: digestOf(v0), Tag: "v0.9.0"}}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		p := &stagecoachv1.Promotion{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "prod-by-hand"}, p)).To(Succeed())
+		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		g.Expect(p.Status.Message).To(And(ContainSubstring("has no attestation of predicate type https://stagecoach.dev/attestation/promotion/v1"),
+			ContainSubstring(digestOf(v0))))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(env.Client.Delete(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-by-hand"}})).To(Succeed())
 
 	first := onlyPromotion(t, ns, "dev")
 	g.Expect(first.Spec.Version.Digest).To(Equal(digestOf(v1)))
@@ -84,17 +113,46 @@ func TestAttestationsGateVersions(t *testing.T) {
 		HaveField("Message", And(ContainSubstring("attestation "+slsaProvenanceV1+" signed keyless by"), ContainSubstring("release.yml@refs/tags/v1.0.0"),
 			ContainSubstring("meets predicate.buildDefinition"))))))
 
-	// prod takes what dev verified, but only with the attestation the staging key signed.
-	eventuallyBlockedBy(t, ns, "prod", stagecoachv1.GateAttestations, "has no attestation of predicate type https://stagecoach.dev/attestation/promotion/v1",
-		digestOf(v1))
-	g.Expect(promotionsOf(g, t, ns, "prod")).To(BeEmpty())
-	verifytest.AttestBundle(t, t.Context(), v1, staging, verifytest.Statement(t, digestOf(v1), "https://stagecoach.dev/attestation/promotion/v1",
-		map[string]any{"stage": "dev", "namespace": ns}))
-	askToLook(t, ns, "prod")
+	// dev attests what it verified; prod, which requires that, takes it.
+	var attested *stagecoachv1.AttestationReference
+	g.Eventually(func(g Gomega) {
+		p := &stagecoachv1.Promotion{}
+		g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(done), p)).To(Succeed())
+		g.Expect(p.Status.Attestation).NotTo(BeNil())
+		attested = p.Status.Attestation
+	}, timeout, interval).Should(Succeed())
+	g.Expect(attested.Repository).To(Equal(reg.repo))
+	g.Expect(attested.PredicateType).To(Equal("https://stagecoach.dev/attestation/promotion/v1"))
 	toProd := onlyPromotion(t, ns, "prod")
 	g.Expect(toProd.Spec.Version.Digest).To(Equal(digestOf(v1)))
 	prodApp.deploy(digestOf(v1), false, "Succeeded", "Healthy")
-	eventuallyPhase(t, ns, toProd.Name, stagecoachv1.PhaseSucceeded)
+	inProd := eventuallyPhase(t, ns, toProd.Name, stagecoachv1.PhaseSucceeded)
+	g.Expect(inProd.Status.Gates).To(ContainElement(And(HaveField("Gate", stagecoachv1.GateAttestations), HaveField("Passed", true),
+		HaveField("Message", ContainSubstring("signed by trusted key")))))
+
+	// cosign's verify-attestation accepts it with the controller's public key, and it says what dev did.
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey(attestor.PublicBytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	sv, err := signature.LoadDefaultVerifier(pub)
+	g.Expect(err).NotTo(HaveOccurred())
+	ref, err := name.ParseReference(v1)
+	g.Expect(err).NotTo(HaveOccurred())
+	atts, _, err := cosign.VerifyImageAttestations(t.Context(), ref, &cosign.CheckOpts{SigVerifier: sv, IgnoreTlog: true, Offline: true,
+		NewBundleFormat: true, ClaimVerifier: cosign.IntotoSubjectClaimVerifier})
+	g.Expect(err).NotTo(HaveOccurred())
+	var statements []string
+	for _, a := range atts {
+		env, err := a.Payload()
+		g.Expect(err).NotTo(HaveOccurred())
+		var envelope struct {
+			Payload []byte `json:"payload"`
+		}
+		g.Expect(json.Unmarshal(env, &envelope)).To(Succeed())
+		statements = append(statements, string(envelope.Payload))
+	}
+	g.Expect(statements).To(ContainElement(And(ContainSubstring(`"predicateType":"https://stagecoach.dev/attestation/promotion/v1"`),
+		ContainSubstring(`"stage":"dev"`), ContainSubstring(`"namespace":"`+ns+`"`), ContainSubstring(`"digest":"`+digestOf(v1)+`"`),
+		ContainSubstring(`"gate":"attestations"`), ContainSubstring(`"verifiedAt":"`))))
 
 	// v2 was built from a fork, v3 has no provenance: both skipped, with their reasons.
 	v2 := build("v2.0.0", "https://github.com/someone/payments-fork")
@@ -109,4 +167,118 @@ func TestAttestationsGateVersions(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(promotionsOf(g, t, ns, "dev")).To(HaveLen(1))
 	}, time.Second, interval).Should(Succeed())
+}
+
+// A Stage attests through the controller's key only what its author may push with: tried as
+// someone who may not (issue 41). A Secret named without spec.author, or one the author may not
+// read, pushes nothing and says so in a Warning event on the Promotion; an author who may read it
+// gets the attestation attached.
+func TestPromotionAttestationPushesOnlyAsItsAuthorMay(t *testing.T) {
+	g := NewWithT(t)
+	keys := newNamespace(t)
+	attestor, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte("attest"), nil })
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keys, Name: "attestation-key"},
+		Data: map[string][]byte{"cosign.key": attestor.PrivateBytes, "cosign.password": []byte("attest")}})).To(Succeed())
+	startControllerWith(t, nil, func(o *controller.Options) { o.AttestationKeySecret = keys + "/attestation-key" })
+
+	for _, tc := range []struct {
+		name        string
+		author      *stagecoachv1.StageAuthor
+		grant       bool
+		wantWarning string // empty: attested
+	}{
+		{name: "no author", wantWarning: "names no spec.author, and the controller pushes with Secret push (spec.attest.secretRef) only as whoever set the Stage"},
+		{name: "an author who may not read the push Secret", author: &stagecoachv1.StageAuthor{User: "tina"},
+			wantWarning: "the Stage's author tina may not get Secret '%s/push' (spec.attest.secretRef)"},
+		{name: "an author who may read it", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			reg := newTestRegistry(t)
+			g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "push"},
+				Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}})).To(Succeed())
+			if tc.grant {
+				grantSecret(t, ns, "push", "tina")
+			}
+			v1 := verifytest.PushRandomImage(t, reg.repo, "v1.0.0")
+			digest := v1[strings.Index(v1, "@")+1:]
+			app := newApplication(t, ns, "dev", ociSpec(ns))
+			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+				s.Spec.Author = tc.author
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+				s.Spec.Attest = &stagecoachv1.AttestPolicy{SecretRef: &stagecoachv1.LocalObjectReference{Name: "push"}}
+			})
+			p := onlyPromotion(t, ns, "dev")
+			app.deploy(digest, false, "Succeeded", "Healthy")
+			eventuallyPhase(t, ns, p.Name, stagecoachv1.PhaseSucceeded)
+			if tc.wantWarning == "" {
+				g.Eventually(func(g Gomega) {
+					got := &stagecoachv1.Promotion{}
+					g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(&p), got)).To(Succeed())
+					g.Expect(got.Status.Attestation).NotTo(BeNil())
+					g.Expect(eventNotes(g, t.Context(), ns, stagecoachv1.EventAttested, p.Name)).To(ContainElement(ContainSubstring("attached the promotion attestation")))
+				}, timeout, interval).Should(Succeed())
+				return
+			}
+			want := tc.wantWarning
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, ns)
+			}
+			g.Eventually(func(g Gomega) {
+				g.Expect(eventNotes(g, t.Context(), ns, stagecoachv1.EventAttestationFailed, p.Name)).To(ContainElement(ContainSubstring(want)))
+			}, timeout, interval).Should(Succeed())
+			got := &stagecoachv1.Promotion{}
+			g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(&p), got)).To(Succeed())
+			g.Expect(got.Status.Attestation).To(BeNil())
+			g.Expect(referrersOf(t, v1)).To(BeEmpty(), "nothing was pushed")
+		})
+	}
+}
+
+// A Stage that asks for attestations of a controller without an attestation key is told so.
+func TestPromotionAttestationWithoutAKey(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	v1 := verifytest.PushRandomImage(t, reg.repo, "v1.0.0")
+	app := newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+		s.Spec.Attest = &stagecoachv1.AttestPolicy{}
+	})
+	startController(t, nil)
+	p := onlyPromotion(t, ns, "dev")
+	app.deploy(v1[strings.Index(v1, "@")+1:], false, "Succeeded", "Healthy")
+	eventuallyPhase(t, ns, p.Name, stagecoachv1.PhaseSucceeded)
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventNotes(g, t.Context(), ns, stagecoachv1.EventAttestationFailed, p.Name)).To(ContainElement(
+			ContainSubstring("Stage dev asks for promotion attestations (spec.attest), but this controller runs without --attestation-key-secret")))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(referrersOf(t, v1)).To(BeEmpty())
+}
+
+// referrersOf lists the referrers of a digest reference.
+func referrersOf(t *testing.T, ref string) []string {
+	t.Helper()
+	d, err := name.NewDigest(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := remote.Referrers(d, remote.WithContext(t.Context()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range im.Manifests {
+		out = append(out, m.Digest.String())
+	}
+	return out
 }
