@@ -332,6 +332,13 @@ func TestChartValues(t *testing.T) {
 			g.Expect(args).NotTo(ContainElement(HavePrefix("--upstream-trust")))
 			g.Expect(find(objs, "ConfigMap", "stagecoach-upstream-trust")).To(BeNil())
 		}},
+		{name: "an attestation key becomes a flag; none by default", namespace: "delivery", values: `{attestationKeySecret: attestation-key}`,
+			check: func(g *WithT, objs []*unstructured.Unstructured) {
+				g.Expect(container(find(objs, "Deployment", "stagecoach-controller"))["args"]).To(ContainElement("--attestation-key-secret=delivery/attestation-key"))
+				off, err := renderChart("delivery", map[string]any{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(container(find(off, "Deployment", "stagecoach-controller"))["args"]).NotTo(ContainElement(HavePrefix("--attestation-key-secret")))
+			}},
 		{name: "records and upstream trust become flags and a ConfigMap", namespace: "delivery",
 			values: `{records: {repository: registry.example/delivery/streams, cluster: eu1},
 				upstreamTrust: "keys:\n- name: staging-recorder\n  repositories: [\"registry.example/delivery/streams\"]\n  streams: [\"a1b2/staging/*\"]\n  publicKey: |\n    PEM\n"}`,
