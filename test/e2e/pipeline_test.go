@@ -97,7 +97,11 @@ func TestKeylessStageTrustsACIIdentity(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(promotions).To(ContainElement(And(HaveField("Spec.Version.Digest", kv1),
 		HaveField("Status.Gates", ContainElement(And(HaveField("Gate", "signature"), HaveField("Passed", true),
-			HaveField("Message", And(ContainSubstring("signed keyless by subject %q", trusted.Subject), ContainSubstring("ref refs/tags/v1.0.0")))))))))
+			HaveField("Message", And(ContainSubstring("signed keyless by subject %q", trusted.Subject), ContainSubstring("ref refs/tags/v1.0.0")))))),
+		// and the SLSA provenance the release workflow attached (issue 41).
+		HaveField("Status.Gates", ContainElement(And(HaveField("Gate", stagecoachv1.GateAttestations), HaveField("Passed", true),
+			HaveField("Message", And(ContainSubstring("attestation https://slsa.dev/provenance/v1 signed keyless by subject %q", trusted.Subject),
+				ContainSubstring("meets predicate.buildDefinition.externalParameters.workflow.repository")))))))))
 	g.Eventually(func(g Gomega) {
 		g.Expect(sc.ConfigMapData(g, keyless.Targets[pipeline.Keyless], keyless.KeylessService)).To(HaveKeyWithValue("version", "v1.0.0"))
 	}, localstack.WaitTimeout, time.Second).Should(Succeed())

@@ -77,6 +77,12 @@ func (p *Pipeline) setupKeyless(ctx context.Context, verification *stagecoachv1.
 				MatchOIDCIdentity: []stagecoachv1.OIDCIdentityMatch{{Issuer: "^" + trusted.Issuer + "$",
 					Subject: "^https://github.com/" + KeylessOrg + "/" + svc + "/.github/workflows/release.yml@refs/tags/v.*$"}},
 				TrustedRoot: &stagecoachv1.TrustedRootSource{SecretRef: stagecoachv1.LocalObjectReference{Name: p.TrustedRootSecret()}},
+				// And an SLSA provenance the same workflow attached, saying it built from this repository.
+				Attestations: []stagecoachv1.AttestationRequirement{{PredicateType: "slsaprovenance1",
+					MatchOIDCIdentity: []stagecoachv1.OIDCIdentityMatch{{Issuer: "^" + trusted.Issuer + "$",
+						Subject: "^https://github.com/" + KeylessOrg + "/" + svc + "/.github/workflows/release.yml@refs/tags/v.*$"}},
+					TrustedRoot: &stagecoachv1.TrustedRootSource{SecretRef: stagecoachv1.LocalObjectReference{Name: p.TrustedRootSecret()}},
+					Condition:   `predicate.buildDefinition.externalParameters.workflow.repository == "` + p.KeylessSourceRepository() + `"`}},
 			}}},
 		Promotion:    &stagecoachv1.PromotionPolicy{Auto: true},
 		Verification: verification,
@@ -101,10 +107,17 @@ func (p *Pipeline) keylessManifests(version string) map[string]string {
 	return map[string]string{"configmap.yaml": localstack.ConfigMap(p.KeylessService, version)}
 }
 
+// KeylessSourceRepository is the repository the keyless service's releases are built from, as its
+// SLSA provenance names it.
+func (p *Pipeline) KeylessSourceRepository() string {
+	return "https://github.com/" + KeylessOrg + "/" + p.KeylessService
+}
+
 // PushKeyless pushes the keyless service's release tagged tag, signs it keyless as signer (a
 // Sigstore bundle certified by the pipeline's Sigstore, logged in its transparency log, as
-// `cosign sign` from CI), and asks the Keyless Stage to list the registry at once. It returns
-// the digest.
+// `cosign sign` from CI), attaches the SLSA provenance signer's build wrote (`cosign attest`,
+// built from KeylessSourceRepository), and asks the Keyless Stage to list the registry at once.
+// It returns the digest.
 func (p *Pipeline) PushKeyless(ctx context.Context, tag string, signer verifytest.CI) (string, error) {
 	if p.sigstore == nil {
 		return "", fmt.Errorf("the pipeline has no keyless lane: set Options.KeylessService")
@@ -114,8 +127,16 @@ func (p *Pipeline) PushKeyless(ctx context.Context, tag string, signer verifytes
 		return "", err
 	}
 	ref := p.Stack.Registry.Repository(p.KeylessRepo) + "@" + digest
-	if err := asTest(func(tb testing.TB) { p.sigstore.SignBundle(tb, ctx, ref, signer, verifytest.Keyless{}) }); err != nil {
-		return "", fmt.Errorf("failed to sign %s keyless: %w", ref, err)
+	if err := asTest(func(tb testing.TB) {
+		p.sigstore.SignBundle(tb, ctx, ref, signer, verifytest.Keyless{})
+		p.sigstore.AttestBundle(tb, ctx, ref, verifytest.Statement(tb, digest, "https://slsa.dev/provenance/v1", map[string]any{
+			"buildDefinition": map[string]any{"buildType": "https://actions.github.io/buildtypes/workflow/v1",
+				"externalParameters": map[string]any{"workflow": map[string]any{"repository": p.KeylessSourceRepository(), "ref": "refs/tags/" + tag,
+					"path": ".github/workflows/release.yml"}}},
+			"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
+		}), signer, verifytest.Keyless{})
+	}); err != nil {
+		return "", fmt.Errorf("failed to sign and attest %s keyless: %w", ref, err)
 	}
 	return digest, p.RequestReconcile(ctx, Keyless)
 }

@@ -144,7 +144,7 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 	}
 	say("checkout runs %s@%s in prod (kubectl get podtemplate checkout -n %s -o yaml)", p.PluginImage(), checkout, p.Targets[pipeline.PluginProd])
 
-	say("pushing the ledger release v1.0.0, signed keyless by its release workflow")
+	say("pushing the ledger release v1.0.0, signed keyless by its release workflow, with the SLSA provenance it attached")
 	ledger, err := p.PushKeyless(ctx, "v1.0.0", p.KeylessIdentity("v1.0.0"))
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 	if err := waitVerified(ctx, p, pipeline.Keyless, ledger); err != nil {
 		return err
 	}
-	say("ledger v1.0.0 runs in dev: its signature gate names the workflow that signed it (stagecoach plan below)")
+	say("ledger v1.0.0 runs in dev: its signature gate names the workflow that signed it, its attestations gate the provenance it required (stagecoach plan below)")
 
 	say("pushing v1.1.0, unsigned")
 	v11, err := p.Push(ctx, "v1.1.0", p.Manifests("v1.1.0"), pipeline.Unsigned)
