@@ -78,33 +78,31 @@ func (run *Run) eligible(ctx context.Context, offered []plan.Candidate) (
 		}
 		return &offered[0], nil, 0, nil
 	}
-	var signatureOf plan.SignatureOf
-	if plan.Asks(stage, stagecoachv1.GateSignature) {
-		verify, err := run.r.signatureVerifier(ctx, stage, run.now)
-		if err != nil {
-			return nil, nil, 0, err
+	// A verifier's verdict that skips a version expires (a signature or attestation pushed
+	// later): expires is how soon the first does.
+	skipping := func(gate string, verifier func(context.Context, *stagecoachv1.Stage, time.Time) (func(context.Context, string) (*plan.SignatureVerdict, error), error)) (plan.SignatureOf, error) {
+		if !plan.Asks(stage, gate) {
+			return nil, nil
 		}
-		signatureOf = func(digest string) (*plan.SignatureVerdict, error) {
-			v, err := verify(ctx, digest)
+		verdictOf, err := verifier(ctx, stage, run.now)
+		if err != nil {
+			return nil, err
+		}
+		return func(digest string) (*plan.SignatureVerdict, error) {
+			v, err := verdictOf(ctx, digest)
 			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
 				expires = plan.Soonest(expires, b.Until.Sub(run.now))
 			}
 			return v, err
-		}
+		}, nil
 	}
-	var attestationsOf plan.SignatureOf
-	if plan.Asks(stage, stagecoachv1.GateAttestations) {
-		judge, err := run.r.attestationVerifier(ctx, stage, run.now)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		attestationsOf = func(digest string) (*plan.SignatureVerdict, error) {
-			v, err := judge(ctx, digest)
-			if b := plan.UnsignedBlock(v); b != nil && b.Until != nil {
-				expires = plan.Soonest(expires, b.Until.Sub(run.now))
-			}
-			return v, err
-		}
+	signatureOf, err := skipping(stagecoachv1.GateSignature, run.r.signatureVerifier)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	attestationsOf, err := skipping(stagecoachv1.GateAttestations, run.r.attestationVerifier)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	candidate, skipped, err = plan.FirstEligible(stage, offered, signatureOf, attestationsOf)
 	return candidate, skipped, expires, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -95,25 +96,14 @@ func (v *Verifier) Attestations(ctx context.Context, ref, predicateType string) 
 	if err != nil {
 		return Attestations{}, fmt.Errorf("cannot verify the attestations of %q: want repository@sha256:<digest>: %w", ref, err)
 	}
-	repo := d.Context().Name()
-	base := ociclient.RemoteOptions(ctx, ociclient.Options{
-		Keychain: v.opts.Keychain, Insecure: v.opts.Insecure, Transport: v.opts.Transport, Extra: v.opts.RemoteOptions})
-	puller, err := remote.NewPuller(base...)
+	hash, ropts, err := v.open(ctx, d)
+	if errors.Is(err, errImageNotFound) {
+		return Attestations{ImageNotFound: true}, nil
+	}
 	if err != nil {
-		return Attestations{}, fmt.Errorf("failed to set up registry client for %q: %w", repo, err)
+		return Attestations{}, err
 	}
-	ropts := append(slices.Clone(base), remote.Reuse(puller))
-	desc, err := puller.Head(ctx, d)
-	if err != nil {
-		if ociclient.IsNotFound(err) {
-			return Attestations{ImageNotFound: true}, nil
-		}
-		return Attestations{}, fmt.Errorf("cannot read the attestations of %s: %w", d.DigestStr(), ociclient.ClassifyError(repo, err))
-	}
-	if desc.Digest.String() != d.DigestStr() {
-		return Attestations{}, fmt.Errorf("registry for %q answered digest %s for %s", repo, desc.Digest, d.DigestStr())
-	}
-	want, err := digestBytes(desc.Digest)
+	want, err := digestBytes(hash)
 	if err != nil {
 		return Attestations{}, err
 	}
@@ -121,7 +111,7 @@ func (v *Verifier) Attestations(ctx context.Context, ref, predicateType string) 
 	if limit <= 0 {
 		limit = MaxAttestationSize
 	}
-	s := &attestationSearch{v: v, d: d, hash: desc.Digest, want: want, predicateType: predicateType, ropts: ropts, limit: limit}
+	s := &attestationSearch{v: v, d: d, hash: hash, want: want, predicateType: predicateType, ropts: ropts, limit: limit}
 	if err := s.bundles(ctx); err != nil {
 		return Attestations{}, err
 	}
@@ -176,14 +166,13 @@ func (s *attestationSearch) bundles(ctx context.Context) error {
 		}
 		what := "bundle " + desc.Digest.String()
 		raw, ok, err := s.readBundleLayer(s.d.Context().Digest(desc.Digest.String()))
-		if err != nil {
-			return fmt.Errorf("cannot read %s of %s: %w", what, s.d.DigestStr(), ociclient.ClassifyError(repo, err))
-		}
-		if !ok {
-			continue
-		}
-		if int64(len(raw)) > s.limit {
+		switch {
+		case errors.Is(err, errTooLarge):
 			s.refuse(FormatBundle, what, FailureForm, nil, s.tooLarge())
+			continue
+		case err != nil:
+			return fmt.Errorf("cannot read %s of %s: %w", what, s.d.DigestStr(), ociclient.ClassifyError(repo, err))
+		case !ok:
 			continue
 		}
 		b := &sgbundle.Bundle{}
@@ -219,9 +208,12 @@ func (s *attestationSearch) bundles(ctx context.Context) error {
 	return nil
 }
 
+// errTooLarge: an attestation is larger than the limit, and was not read.
+var errTooLarge = errors.New("attestation too large")
+
 // readBundleLayer reads a referrer's manifest and, when it carries a Sigstore bundle, the
-// bundle's bytes, at most limit+1 of them (ok false: not a bundle). Errors are
-// registry errors.
+// bundle's bytes (ok false: not a bundle). errTooLarge when the bundle is larger than the limit
+// (by its descriptor, or by what the registry sends); other errors are registry errors.
 func (s *attestationSearch) readBundleLayer(ref name.Digest) (raw []byte, ok bool, err error) {
 	desc, err := remote.Get(ref, s.ropts...)
 	if err != nil {
@@ -237,14 +229,19 @@ func (s *attestationSearch) readBundleLayer(ref name.Digest) (raw []byte, ok boo
 		return nil, false, nil
 	}
 	if layer.Size > s.limit {
-		return make([]byte, s.limit+1), true, nil // refused by size, unread
+		return nil, false, errTooLarge
 	}
 	l, err := remote.Layer(ref.Context().Digest(layer.Digest.String()), s.ropts...)
 	if err != nil {
 		return nil, false, err
 	}
-	raw, err = readAtMost(l, s.limit)
-	return raw, err == nil, err
+	if raw, err = readAtMost(l, s.limit); err != nil {
+		return nil, false, err
+	}
+	if int64(len(raw)) > s.limit {
+		return nil, false, errTooLarge
+	}
+	return raw, true, nil
 }
 
 // legacy verifies the DSSE envelopes under the digest's .att tag that carry an attestation of the type.

@@ -209,7 +209,13 @@ type failure struct {
 	signer *Signer
 }
 
-func (v *Verifier) check(ctx context.Context, d name.Digest) (Verdict, error) {
+// errImageNotFound: the digest does not exist in its repository.
+var errImageNotFound = errors.New("image not found")
+
+// open heads the digest in its registry and returns the remote options every later call of one
+// check reuses (the puller's connection and token). errImageNotFound when there is no such
+// digest; other errors say why the registry could not be read.
+func (v *Verifier) open(ctx context.Context, d name.Digest) (v1.Hash, []remote.Option, error) {
 	repo := d.Context().Name()
 	base := ociclient.RemoteOptions(ctx, ociclient.Options{
 		Keychain:  v.opts.Keychain,
@@ -219,23 +225,31 @@ func (v *Verifier) check(ctx context.Context, d name.Digest) (Verdict, error) {
 	})
 	puller, err := remote.NewPuller(base...)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("failed to set up registry client for %q: %w", repo, err)
+		return v1.Hash{}, nil, fmt.Errorf("failed to set up registry client for %q: %w", repo, err)
 	}
-	// Every later call reuses the puller's connection and token.
 	ropts := append(slices.Clone(base), remote.Reuse(puller))
-
 	desc, err := puller.Head(ctx, d)
 	if err != nil {
 		if ociclient.IsNotFound(err) {
-			return Verdict{Reason: ReasonImageNotFound,
-				Message: fmt.Sprintf("digest %s does not exist in repository %s", d.DigestStr(), repo)}, nil
+			return v1.Hash{}, nil, errImageNotFound
 		}
-		return Verdict{}, fmt.Errorf("cannot verify digest %s: %w", d.DigestStr(), ociclient.ClassifyError(repo, err))
+		return v1.Hash{}, nil, fmt.Errorf("cannot read digest %s: %w", d.DigestStr(), ociclient.ClassifyError(repo, err))
 	}
-	hash := desc.Digest
-	if hash.String() != d.DigestStr() {
+	if desc.Digest.String() != d.DigestStr() {
 		// A registry must address manifests by digest; anything else is not to be trusted.
-		return Verdict{}, fmt.Errorf("registry for %q answered digest %s for %s", repo, hash, d.DigestStr())
+		return v1.Hash{}, nil, fmt.Errorf("registry for %q answered digest %s for %s", repo, desc.Digest, d.DigestStr())
+	}
+	return desc.Digest, ropts, nil
+}
+
+func (v *Verifier) check(ctx context.Context, d name.Digest) (Verdict, error) {
+	hash, ropts, err := v.open(ctx, d)
+	if errors.Is(err, errImageNotFound) {
+		return Verdict{Reason: ReasonImageNotFound,
+			Message: fmt.Sprintf("digest %s does not exist in repository %s", d.DigestStr(), d.Context().Name())}, nil
+	}
+	if err != nil {
+		return Verdict{}, err
 	}
 
 	// Bundles first: cosign v3 signs that way by default.

@@ -282,3 +282,30 @@ func referrersOf(t *testing.T, ref string) []string {
 	}
 	return out
 }
+
+// A condition that does not compile holds every version (no version could pass it): the Stage is
+// not Ready, naming the field and the expression's error, and nothing is promoted.
+func TestAttestationConditionThatDoesNotCompile(t *testing.T) {
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	signer := verifytest.NewKeyPair(t)
+	verifytest.SignBundle(t, t.Context(), verifytest.PushRandomImage(t, reg.repo, "v1.0.0"), signer)
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
+		Data: map[string][]byte{"cosign.pub": signer.PublicPEM}})).To(Succeed())
+	newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo,
+			Interval: &metav1.Duration{Duration: time.Hour},
+			Verify: &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: "keys"},
+				Attestations: []stagecoachv1.AttestationRequirement{{PredicateType: "spdxjson", SecretRef: &stagecoachv1.LocalObjectReference{Name: "keys"},
+					Condition: `predicate.packages.all(p, p.name ==`}}}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	eventuallyCondition(t, ns, "dev", stagecoachv1.ConditionReady, metav1.ConditionFalse, stagecoachv1.ReasonConditionInvalid,
+		"Stage dev cannot verify attestations: Stage dev: verify.attestations[0].condition: condition \"predicate.packages.all(p, p.name ==\" does not compile")
+	g.Consistently(func(g Gomega) {
+		g.Expect(promotionsOf(g, t, ns, "dev")).To(BeEmpty())
+	}, time.Second, interval).Should(Succeed())
+}
