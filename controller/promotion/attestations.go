@@ -92,7 +92,7 @@ func (r *Runner) attestationVerifier(ctx context.Context, stage *stagecoachv1.St
 		reqs = append(reqs, req)
 	}
 	return func(ctx context.Context, digest string) (*plan.SignatureVerdict, error) {
-		v, err := attest.Check(ctx, repo+"@"+digest, reqs)
+		v, err := attest.Cached(ctx, r.Verdicts, now, repo+"@"+digest, reqs)
 		retry := metav1.NewTime(now.Add(verify.DefaultNegativeTTL))
 		switch {
 		case errors.Is(err, context.Canceled):

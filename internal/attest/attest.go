@@ -2,8 +2,11 @@ package attest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
@@ -13,6 +16,8 @@ import (
 type Finder interface {
 	Attestations(ctx context.Context, ref, predicateType string) (verify.Attestations, error)
 	DescribeTrust() string
+	// Fingerprint identifies the trust (verdicts are cached by it).
+	Fingerprint() string
 }
 
 // Requirement is one verify.attestations entry, ready to judge: its predicate type's URI, its
@@ -93,4 +98,33 @@ func judge(ctx context.Context, ref string, req Requirement, found verify.Attest
 	return false, judgement{reason: stagecoachv1.ReasonAttestationRefused, message: fmt.Sprintf(
 		"%s has %d attestation(s) of predicate type %s, but none is signed by %s for this digest and meets its condition: %s",
 		ref, len(unmet)+len(refused), req.PredicateType, req.Signers.DescribeTrust(), detail)}
+}
+
+// Cached is Check with its passes kept in cache (shared with the signature verdicts) until
+// evicted: an attestation, like a signature, does not change. A refusal is not kept: the
+// attestation a Stage upstream attaches a moment after it verified must count at once, and a
+// refusal costs two registry reads (the referrers and the .att tag) when nothing is attached.
+// The key names the digest and everything the verdict depends on: each requirement's predicate
+// type, condition and signers' trust. Errors are never kept.
+func Cached(ctx context.Context, cache *verify.Cache, now time.Time, ref string, reqs []Requirement) (Verdict, error) {
+	if cache == nil {
+		return Check(ctx, ref, reqs)
+	}
+	h := sha256.New()
+	for _, r := range reqs {
+		cond := ""
+		if r.Condition != nil {
+			cond = r.Condition.String()
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", r.PredicateType, cond, r.Signers.Fingerprint())
+	}
+	key := ref + "#attestations#" + hex.EncodeToString(h.Sum(nil))
+	if v, ok := cache.Recall(key, now); ok && v.Verified {
+		return Verdict{Passed: true, Message: v.Message}, nil
+	}
+	verdict, err := Check(ctx, ref, reqs)
+	if err == nil && verdict.Passed {
+		cache.Remember(key, verify.Verdict{Verified: true, Message: verdict.Message}, time.Time{})
+	}
+	return verdict, err
 }

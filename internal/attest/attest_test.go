@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
@@ -35,9 +38,18 @@ var (
 // newRegistry starts an in-memory OCI 1.1 registry (referrers API on) on 127.0.0.1.
 func newRegistry(t *testing.T) string { return newRegistryTB(t) }
 
-func newRegistryTB(t testing.TB) string {
+func newRegistryTB(t testing.TB) string { return newCountingRegistry(t, nil) }
+
+// newCountingRegistry is newRegistry counting the requests it serves in requests (when not nil).
+func newCountingRegistry(t testing.TB, requests *atomic.Int64) string {
 	t.Helper()
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(true)))
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(true))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests != nil {
+			requests.Add(1)
+		}
+		reg.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	u, err := url.Parse(srv.URL)
 	if err != nil {
@@ -449,4 +461,57 @@ func TestPredicateTypeURI(t *testing.T) {
 	g.Expect(attest.PredicateTypeURI("slsaprovenance1")).To(Equal(slsaV1))
 	g.Expect(attest.PredicateTypeURI("SPDXJSON")).To(Equal(spdx))
 	g.Expect(attest.PredicateTypeURI("https://example.com/p/v1")).To(Equal("https://example.com/p/v1"))
+}
+
+// Cached keeps passes only, under a key of everything the verdict depends on: a refusal is asked
+// again (an attestation attached a moment later counts at once), a pass is not (no registry
+// request), and a pass under one condition or one trust says nothing of another.
+func TestCached(t *testing.T) {
+	g := NewWithT(t)
+	var requests atomic.Int64
+	host := newCountingRegistry(t, &requests)
+	builder, other := verifytest.NewKeyPair(t), verifytest.NewKeyPair(t)
+	cache := verify.NewCache(0)
+	now := time.Now()
+	ref := verifytest.PushRandomImage(t, host+"/team/app", "v1")
+	reqOf := func(condition string, kp verifytest.KeyPair) []attest.Requirement {
+		v, err := verify.New(verify.Options{Keys: [][]byte{kp.PublicPEM}})
+		g.Expect(err).NotTo(HaveOccurred())
+		return []attest.Requirement{requirement(t, spdx, condition, v)}
+	}
+	ours := reqOf(`predicate.name == "app"`, builder)
+
+	got, err := attest.Cached(t.Context(), cache, now, ref, ours)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationMissing))
+	verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(ref), spdx, sbom(1)))
+
+	t.Run("a refusal is asked again", func(t *testing.T) {
+		got, err := attest.Cached(t.Context(), cache, now, ref, ours)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		NewWithT(t).Expect(got.Passed).To(BeTrue(), got.Message)
+	})
+	t.Run("a pass is kept: no registry request", func(t *testing.T) {
+		before := requests.Load()
+		got, err := attest.Cached(t.Context(), cache, now, ref, ours)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		NewWithT(t).Expect(got.Passed).To(BeTrue())
+		NewWithT(t).Expect(got.Message).To(ContainSubstring("meets predicate.name"))
+		NewWithT(t).Expect(requests.Load()).To(Equal(before))
+	})
+	t.Run("another condition is judged afresh", func(t *testing.T) {
+		got, err := attest.Cached(t.Context(), cache, now, ref, reqOf(`predicate.name == "other"`, builder))
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationRefused))
+	})
+	t.Run("another trust is judged afresh", func(t *testing.T) {
+		got, err := attest.Cached(t.Context(), cache, now, ref, reqOf(`predicate.name == "app"`, other))
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationRefused))
+	})
+	t.Run("another digest is judged afresh", func(t *testing.T) {
+		got, err := attest.Cached(t.Context(), cache, now, verifytest.PushRandomImage(t, host+"/team/app", "v2"), ours)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationMissing))
+	})
 }

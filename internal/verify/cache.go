@@ -74,6 +74,13 @@ func (c *Cache) put(key string, v Verdict, expires time.Time) {
 	}
 }
 
+// Remember keeps a verdict reached elsewhere (an attestation requirement's) under key until
+// expires (zero: until evicted).
+func (c *Cache) Remember(key string, v Verdict, expires time.Time) { c.put(key, v, expires) }
+
+// Recall returns the verdict Remember kept under key, if it has not expired.
+func (c *Cache) Recall(key string, now time.Time) (Verdict, bool) { return c.get(key, now) }
+
 // ForgetUnsigned drops the verdicts of a repository (as go-containerregistry names it, such as
 // registry.example/deploy/payments) that are not Verified, whatever trust they were reached
 // with, so the next Verify of those digests asks the registry again. A registry source calls it

@@ -162,6 +162,10 @@ func New(opts Options) (*Verifier, error) {
 	return v, nil
 }
 
+// Fingerprint identifies what the Verifier trusts (its keys, identities and trusted root): two
+// Verifiers with the same fingerprint reach the same verdicts.
+func (v *Verifier) Fingerprint() string { return v.fingerprint }
+
 // KeyIDs lists the trusted keys' IDs in the order given.
 func (v *Verifier) KeyIDs() []string {
 	out := make([]string, len(v.keys))
