@@ -309,3 +309,73 @@ func TestAttestationConditionThatDoesNotCompile(t *testing.T) {
 		g.Expect(promotionsOf(g, t, ns, "dev")).To(BeEmpty())
 	}, time.Second, interval).Should(Succeed())
 }
+
+// Each way an attestation falls short, through a Stage (issue 41): the version is skipped with
+// the reason and a message naming what failed, and the newest good version is taken.
+func TestAttestationRefusalsSkipVersions(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reg := newTestRegistry(t)
+	release, builder, stranger := verifytest.NewKeyPair(t), verifytest.NewKeyPair(t), verifytest.NewKeyPair(t)
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "release"},
+		Data: map[string][]byte{"cosign.pub": release.PublicPEM}})).To(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "builder"},
+		Data: map[string][]byte{"cosign.pub": builder.PublicPEM}})).To(Succeed())
+	digestOf := func(ref string) string { return ref[strings.Index(ref, "@")+1:] }
+	const ours = "https://github.com/org/payments"
+	provenance := func(repository, builderID string) map[string]any {
+		p := slsaProvenance(repository)
+		p["runDetails"] = map[string]any{"builder": map[string]any{"id": builderID}}
+		return p
+	}
+	push := func(tag string, attach func(ref string)) string {
+		ref := verifytest.PushRandomImage(t, reg.repo, tag)
+		verifytest.SignBundle(t, t.Context(), ref, release)
+		attach(ref)
+		return digestOf(ref)
+	}
+	good := push("v1.0.0", func(ref string) {
+		verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(ref), slsaProvenanceV1, provenance(ours, "https://github.com/actions/runner")))
+	})
+	wrongBuilder := push("v2.0.0", func(ref string) {
+		verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(ref), slsaProvenanceV1, provenance(ours, "https://ci.example/laptop")))
+	})
+	otherDigest := push("v3.0.0", func(ref string) {
+		other := verifytest.PushRandomImage(t, reg.repo, "other")
+		verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(other), slsaProvenanceV1, provenance(ours, "https://github.com/actions/runner")))
+	})
+	untrusted := push("v4.0.0", func(ref string) {
+		verifytest.AttestLegacy(t, t.Context(), ref, stranger, verifytest.Statement(t, digestOf(ref), slsaProvenanceV1, provenance(ours, "https://github.com/actions/runner")))
+	})
+	malformed := push("v5.0.0", func(ref string) {
+		verifytest.AttestBundle(t, t.Context(), ref, builder, []byte(`{"_type":"https://in-toto.io/Statement/v1","predicateType":"`+slsaProvenanceV1+`","predicate":{}}`))
+	})
+	conditionErrors := push("v6.0.0", func(ref string) {
+		verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(ref), slsaProvenanceV1, map[string]any{"buildDefinition": map[string]any{}}))
+	})
+	newApplication(t, ns, "dev", ociSpec(ns))
+	newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+		s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour},
+			Verify: &stagecoachv1.VerifySpec{SecretRef: &stagecoachv1.LocalObjectReference{Name: "release"},
+				Attestations: []stagecoachv1.AttestationRequirement{{PredicateType: "slsaprovenance1", SecretRef: &stagecoachv1.LocalObjectReference{Name: "builder"},
+					Condition: `predicate.buildDefinition.externalParameters.workflow.repository == "` + ours + `" && ` +
+						`predicate.runDetails.builder.id.startsWith("https://github.com/actions/")`}}}}}
+		s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+	})
+	startController(t, nil)
+	eventuallySkipped(t, ns, "dev", good,
+		[2]string{conditionErrors, stagecoachv1.ReasonAttestationRefused}, [2]string{malformed, stagecoachv1.ReasonAttestationRefused},
+		[2]string{untrusted, stagecoachv1.ReasonAttestationRefused}, [2]string{otherDigest, stagecoachv1.ReasonAttestationRefused},
+		[2]string{wrongBuilder, stagecoachv1.ReasonAttestationRefused})
+	skipped := map[string]string{}
+	for _, s := range getStage(g, t.Context(), ns, "dev").Status.Candidate.Skipped {
+		g.Expect(s.Gate).To(Equal(stagecoachv1.GateAttestations))
+		skipped[s.Digest] = s.Message
+	}
+	g.Expect(skipped[conditionErrors]).To(And(ContainSubstring("failed to evaluate"), ContainSubstring("no such key")))
+	g.Expect(skipped[malformed]).To(ContainSubstring("malformed in-toto statement"))
+	g.Expect(skipped[untrusted]).To(And(ContainSubstring("attestation 1 in sha256-"), ContainSubstring("no trusted key verifies it")))
+	g.Expect(skipped[otherDigest]).To(ContainSubstring("the statement is about sha256:"))
+	g.Expect(skipped[wrongBuilder]).To(And(ContainSubstring("does not meet the condition"), ContainSubstring("signed by trusted key sha256:")))
+	g.Expect(onlyPromotion(t, ns, "dev").Spec.Version.Digest).To(Equal(good))
+}
