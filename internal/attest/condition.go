@@ -5,13 +5,13 @@ package attest
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/ext"
+	intoto "github.com/in-toto/attestation/go/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // MaxConditionCost bounds one evaluation of a condition (CEL's cost units: roughly, values
@@ -82,27 +82,33 @@ func Compile(source string) (*Condition, error) {
 // String is the condition as written.
 func (c *Condition) String() string { return c.source }
 
-// Holds evaluates the condition over a statement's JSON. An error (a field the predicate lacks,
-// a non-boolean result, the cost limit) is not a pass.
+// Holds evaluates the condition over a statement's JSON (read with the in-toto types). An error
+// (a field the predicate lacks, a non-boolean result, the cost limit) is not a pass.
 func (c *Condition) Holds(ctx context.Context, statement []byte) (bool, error) {
-	var st struct {
-		PredicateType string `json:"predicateType"`
-		Subject       []any  `json:"subject"`
-		Predicate     any    `json:"predicate"`
+	st := &intoto.Statement{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(statement, st); err != nil {
+		return false, fmt.Errorf("statement is not an in-toto statement: %w", err)
 	}
-	if err := json.Unmarshal(statement, &st); err != nil {
-		return false, fmt.Errorf("statement is not JSON: %w", err)
+	subject := make([]any, 0, len(st.GetSubject()))
+	for _, rd := range st.GetSubject() {
+		digest := make(map[string]any, len(rd.GetDigest()))
+		for alg, hex := range rd.GetDigest() {
+			digest[alg] = hex
+		}
+		subject = append(subject, map[string]any{"name": rd.GetName(), "uri": rd.GetUri(), "digest": digest,
+			"annotations": rd.GetAnnotations().AsMap()})
 	}
-	if st.Subject == nil {
-		st.Subject = []any{}
+	var predicate any = map[string]any{}
+	if p := st.GetPredicate(); p != nil {
+		predicate = p.AsMap()
 	}
-	out, _, err := c.prg.ContextEval(ctx, map[string]any{"predicate": st.Predicate, "predicateType": st.PredicateType, "subject": st.Subject})
+	out, _, err := c.prg.ContextEval(ctx, map[string]any{"predicate": predicate, "predicateType": st.GetPredicateType(), "subject": subject})
 	if err != nil {
 		return false, fmt.Errorf("condition %q failed to evaluate: %w", c.source, err)
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
-		return false, errors.New("condition " + fmt.Sprintf("%q", c.source) + " is not a boolean: it gave " + fmt.Sprint(out.Value()))
+		return false, fmt.Errorf("condition %q is not a boolean: it gave %v", c.source, out.Value())
 	}
 	return b, nil
 }

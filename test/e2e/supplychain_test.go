@@ -6,114 +6,65 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/sigstore/cosign/v3/pkg/cosign"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
-	"github.com/stagecoach-dev/stagecoach/internal/verify/verifytest"
 	"github.com/stagecoach-dev/stagecoach/test/e2e/localstack"
+	"github.com/stagecoach-dev/stagecoach/test/e2e/pipeline"
 )
 
-// Provenance at the gate and a promotion attestation, on the real Flux (issue 41): the release
-// workflow signs each release keyless and attaches an SLSA provenance (a virtual Sigstore); dev
-// requires that provenance, built from the organisation's repository; staging, taking what dev
-// verified, attaches the signed promotion attestation; prod requires staging's attestation. A
-// release built from a fork is skipped in dev, naming the condition; a digest a person sends to
-// prod directly, skipping staging, is held in prod, naming the missing attestation.
+// The demo's supply chain, on the real Flux (issue 41; the Keyless lane with
+// Options.AttestationKey, as make demo runs it): the release workflow signs each release keyless
+// and attaches an SLSA provenance (a virtual Sigstore); dev requires that provenance, built from
+// the service's repository; staging, taking what dev verified, attaches the signed promotion
+// attestation; prod requires staging's attestation. A release built from a fork is skipped in
+// dev, naming the condition; a build a person sends to prod directly, skipping staging, is held
+// in prod, naming the missing attestation.
 func TestSupplyChainOnRealFlux(t *testing.T) {
 	sc := env.Scenario(t)
 	ctx := sc.Ctx()
-	repo := sc.NS + "/payments"
-	sigstore := verifytest.NewSigstore(t)
-	release := verifytest.GitHubActions("org/payments", "release.yml", "refs/tags/v1.0.0")
-	identity := []stagecoachv1.OIDCIdentityMatch{{Issuer: "^https://token.actions.githubusercontent.com$",
-		Subject: "^https://github.com/org/payments/.github/workflows/release.yml@refs/tags/v.*$"}}
-	root := &stagecoachv1.TrustedRootSource{SecretRef: stagecoachv1.LocalObjectReference{Name: "sigstore"}}
-	const promotionType = "https://stagecoach.dev/attestation/promotion/v1"
-
-	// The controller signs promotion attestations with a key of its own (restarted with it, and
-	// back without it when the test ends: the other scenarios share it).
-	const password = "e2e-attest"
-	key, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte(password), nil })
-	sc.G.Expect(err).NotTo(HaveOccurred())
-	secret := "attestation-key-" + sc.NS
-	sc.G.Expect(sc.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "stagecoach-system", Name: secret},
-		Data: map[string][]byte{"cosign.key": key.PrivateBytes, "cosign.password": []byte(password)}})).To(Succeed())
-	restore, err := env.RestartControllerWith(ctx, "--attestation-key-secret=stagecoach-system/"+secret)
+	publicKey, restore, err := pipeline.EnableAttestations(ctx, env)
 	t.Cleanup(func() {
+		if restore == nil {
+			return
+		}
 		if err := restore(context.WithoutCancel(ctx)); err != nil {
 			t.Errorf("cannot restart the stack's controller without its attestation key: %v", err)
 		}
 	})
 	sc.G.Expect(err).NotTo(HaveOccurred())
-	for name, data := range map[string]map[string][]byte{
-		"sigstore":       {"trusted_root.json": sigstore.TrustedRoot()},
-		"stagecoach-key": {"cosign.pub": key.PublicBytes},
-	} {
-		sc.G.Expect(sc.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sc.NS, Name: name}, Data: data})).To(Succeed())
-	}
+	p, err := pipeline.SetupKeyless(ctx, sc.Stack, sc.NS, pipeline.Options{AttestationKey: publicKey})
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	watchPipeline(t, p)
+	devStage, stagingStage, prodStage := p.Stages[pipeline.Keyless], p.Stages[pipeline.KeylessStaging], p.Stages[pipeline.KeylessProd]
 
-	// build pushes a release, signs it keyless as the release workflow and attaches its SLSA
-	// provenance naming the repository it was built from.
-	build := func(tag, from string) string {
-		digest := sc.Push(repo, tag, map[string]string{"configmap.yaml": localstack.ConfigMap("payments", tag)})
-		ref := sc.Registry.Repository(repo) + "@" + digest
-		sigstore.SignBundle(t, ctx, ref, release, verifytest.Keyless{})
-		sigstore.AttestBundle(t, ctx, ref, verifytest.Statement(t, digest, "https://slsa.dev/provenance/v1", map[string]any{
-			"buildDefinition": map[string]any{"buildType": "https://actions.github.io/buildtypes/workflow/v1",
-				"externalParameters": map[string]any{"workflow": map[string]any{"repository": from, "ref": "refs/tags/" + tag}}},
-			"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
-		}), release, verifytest.Keyless{})
-		return digest
-	}
 	pushed := time.Now()
-	v1 := build("v1.0.0", "https://github.com/org/payments")
-
-	targets := map[string]string{}
-	for _, env := range []string{"dev", "staging", "prod"} {
-		targets[env] = sc.TargetNamespace(env)
-		sc.FluxOCISource("payments-"+env, repo, "v1.0.0", env, targets[env])
-	}
-	applier := func(env string) stagecoachv1.ApplierReference {
-		return stagecoachv1.ApplierReference{Kind: "OCIRepository", Name: "payments-" + env, Kustomization: "payments-" + env + "-apply"}
-	}
-	auto := func(s *stagecoachv1.Stage) { s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true} }
-	sc.Stage("dev", "payments", "dev", applier("dev"), stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
-		Repository: sc.Registry.Repository(repo), Semver: ">=1.0.0", Interval: &metav1.Duration{Duration: 2 * time.Second},
-		Verify: &stagecoachv1.VerifySpec{MatchOIDCIdentity: identity, TrustedRoot: root,
-			Attestations: []stagecoachv1.AttestationRequirement{{PredicateType: "slsaprovenance1", MatchOIDCIdentity: identity, TrustedRoot: root,
-				Condition: `predicate.buildDefinition.externalParameters.workflow.repository == "https://github.com/org/payments"`}}}}}, auto)
-	sc.Stage("staging", "payments", "staging", applier("staging"), stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "dev"}},
-		func(s *stagecoachv1.Stage) { auto(s); s.Spec.Attest = &stagecoachv1.AttestPolicy{} })
-	sc.Stage("prod", "payments", "prod", applier("prod"), stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "staging",
-		Verify: &stagecoachv1.UpstreamVerification{Attestations: []stagecoachv1.AttestationRequirement{{PredicateType: promotionType,
-			SecretRef: &stagecoachv1.LocalObjectReference{Name: "stagecoach-key"},
-			Condition: `predicate.namespace == "` + sc.NS + `" && predicate.stage == "staging"`}}}}}, auto)
-
-	dev := sc.WaitVerified("dev", v1, pushed)
-	staging := sc.WaitVerified("staging", v1, dev.Verified)
-	var attestedAt time.Time
+	v1, err := p.PushKeyless(ctx, "v1.0.0", p.KeylessIdentity("v1.0.0"))
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	dev := sc.WaitVerified(devStage, v1, pushed)
+	staging := sc.WaitVerified(stagingStage, v1, dev.Verified)
 	sc.G.Eventually(func(g Gomega) {
-		p := &stagecoachv1.Promotion{}
-		g.Expect(sc.Client.Get(ctx, client.ObjectKey{Namespace: sc.NS, Name: staging.Promotion}, p)).To(Succeed())
-		g.Expect(p.Status.Attestation).NotTo(BeNil(), "staging has not attested %s yet", v1)
-		g.Expect(p.Status.Attestation.PredicateType).To(Equal(promotionType))
+		pr := &stagecoachv1.Promotion{}
+		g.Expect(sc.Client.Get(ctx, client.ObjectKey{Namespace: sc.NS, Name: staging.Promotion}, pr)).To(Succeed())
+		g.Expect(pr.Status.Attestation).NotTo(BeNil(), "staging has not attested %s yet", v1)
+		g.Expect(pr.Status.Attestation.PredicateType).To(Equal(pipeline.PromotionPredicateType))
 	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
-	attestedAt = time.Now()
-	prod := sc.WaitVerified("prod", v1, staging.Verified)
+	prod := sc.WaitVerified(prodStage, v1, staging.Verified)
 	for _, tl := range []localstack.Timeline{dev, prod} {
 		sc.G.Eventually(func(g Gomega) {
-			p := &stagecoachv1.Promotion{}
-			g.Expect(sc.Client.Get(ctx, client.ObjectKey{Namespace: sc.NS, Name: tl.Promotion}, p)).To(Succeed())
-			g.Expect(p.Status.Gates).To(ContainElement(And(HaveField("Gate", stagecoachv1.GateAttestations), HaveField("Passed", true))))
+			pr := &stagecoachv1.Promotion{}
+			g.Expect(sc.Client.Get(ctx, client.ObjectKey{Namespace: sc.NS, Name: tl.Promotion}, pr)).To(Succeed())
+			g.Expect(pr.Status.Gates).To(ContainElement(And(HaveField("Gate", stagecoachv1.GateAttestations), HaveField("Passed", true))))
 		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 	}
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.ConfigMapData(g, p.Targets[pipeline.KeylessProd], p.KeylessService)).To(HaveKeyWithValue("version", "v1.0.0"))
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 	report("%s", dev)
 	report("%s", staging)
 	report("%s", prod)
+
 	// What the attestations add, from the controller's own events (microseconds): staging's
 	// Verified → its attestation attached → prod's promote, which checked it at its gate.
 	at := func(reason, promotion string) time.Time {
@@ -129,14 +80,15 @@ func TestSupplyChainOnRealFlux(t *testing.T) {
 	}
 	verifiedAt, attached, promoted := at(stagecoachv1.EventVerified, staging.Promotion), at(stagecoachv1.EventAttested, staging.Promotion),
 		at(stagecoachv1.EventPromoted, prod.Promotion)
-	report("supply chain: staging Verified → attestation attached %s → prod promoted (its attestations gate passed) %s; staging Verified → prod Verified %s (seen %s after attached)",
+	report("supply chain: staging Verified → attestation attached %s → prod promoted (its attestations gate passed) %s; staging Verified → prod Verified %s",
 		attached.Sub(verifiedAt).Round(time.Millisecond), promoted.Sub(attached).Round(time.Millisecond),
-		prod.Verified.Sub(staging.Verified).Round(10*time.Millisecond), time.Since(attestedAt).Round(time.Second))
+		prod.Verified.Sub(staging.Verified).Round(10*time.Millisecond))
 
 	// A release built from a fork: dev skips it, naming the condition.
-	fork := build("v2.0.0", "https://github.com/someone/payments")
+	fork, err := p.PushKeylessFrom(ctx, "v2.0.0", p.KeylessIdentity("v2.0.0"), "https://github.com/someone/"+p.KeylessService)
+	sc.G.Expect(err).NotTo(HaveOccurred())
 	sc.G.Eventually(func(g Gomega) {
-		c := sc.GetStage(g, "dev").Status.Candidate
+		c := sc.GetStage(g, devStage).Status.Candidate
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Skipped).To(ContainElement(And(HaveField("Digest", fork), HaveField("Gate", stagecoachv1.GateAttestations),
 			HaveField("Reason", stagecoachv1.ReasonAttestationRefused), HaveField("Message", ContainSubstring("does not meet the condition")))))
@@ -144,13 +96,14 @@ func TestSupplyChainOnRealFlux(t *testing.T) {
 
 	// A good build a person sends to prod directly (a hotfix tag, which dev's semver does not
 	// offer), skipping staging: held, naming the missing attestation.
-	v3 := build("hotfix-3", "https://github.com/org/payments")
-	direct := sc.Promote("prod", "hotfix-3", v3)
+	hotfix, err := p.PushKeyless(ctx, "hotfix-3", p.KeylessIdentity("hotfix-3"))
+	sc.G.Expect(err).NotTo(HaveOccurred())
+	direct := sc.Promote(prodStage, "hotfix-3", hotfix)
 	sc.G.Eventually(func(g Gomega) {
-		p := &stagecoachv1.Promotion{}
-		g.Expect(sc.Client.Get(ctx, client.ObjectKeyFromObject(direct), p)).To(Succeed())
-		g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
-		g.Expect(p.Status.Message).To(And(ContainSubstring("has no attestation of predicate type "+promotionType), ContainSubstring(v3)))
+		pr := &stagecoachv1.Promotion{}
+		g.Expect(sc.Client.Get(ctx, client.ObjectKeyFromObject(direct), pr)).To(Succeed())
+		g.Expect(pr.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		g.Expect(pr.Status.Message).To(And(ContainSubstring("has no attestation of predicate type "+pipeline.PromotionPredicateType), ContainSubstring(hotfix)))
 	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
-	sc.G.Expect(sc.ConfigMapData(sc.G, targets["prod"], "payments")).To(HaveKeyWithValue("version", "v1.0.0"))
+	sc.G.Expect(sc.ConfigMapData(sc.G, p.Targets[pipeline.KeylessProd], p.KeylessService)).To(HaveKeyWithValue("version", "v1.0.0"))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sigstore/cosign/v3/pkg/cosign"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,18 @@ import (
 // service's release workflow signed keyless (KeylessIdentity), as certified by the pipeline's
 // Sigstore, whose trusted_root.json a Secret holds (verify.trustedRoot.secretRef).
 const Keyless = "dev/keyless"
+
+// KeylessStaging and KeylessProd are the keyless service's staging, which takes what Keyless
+// verified and attaches a signed promotion attestation to it (spec.attest), and prod, which takes
+// what staging verified only with that attestation (source.upstream.verify.attestations): with
+// Options.AttestationKey. Both are Flux OCIRepositories, like Keyless.
+const (
+	KeylessStaging = "staging/keyless"
+	KeylessProd    = "prod/keyless"
+)
+
+// PromotionPredicateType is the predicate type of Stagecoach's promotion attestations.
+const PromotionPredicateType = "https://stagecoach.dev/attestation/promotion/v1"
 
 // KeylessOrg is the GitHub organisation whose workflows sign the keyless service's releases.
 const KeylessOrg = "stagecoach-demo"
@@ -90,7 +103,75 @@ func (p *Pipeline) setupKeyless(ctx context.Context, verification *stagecoachv1.
 	if err := s.Client.Create(ctx, st); err != nil {
 		return fmt.Errorf("failed to create Stage %s/%s: %w", p.Namespace, st.Name, err)
 	}
+	if p.opts.AttestationKey == nil {
+		return nil
+	}
+	return p.setupAttestingLanes(ctx, verification)
+}
+
+// setupAttestingLanes adds KeylessStaging (attests) and KeylessProd (requires staging's
+// attestation, trusting the controller's key from a Secret), each on its own OCIRepository.
+func (p *Pipeline) setupAttestingLanes(ctx context.Context, verification *stagecoachv1.VerificationPolicy) error {
+	s, svc := p.Stack, p.KeylessService
+	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: svc + "-attestation-key"},
+		Data: map[string][]byte{"cosign.pub": p.opts.AttestationKey}}
+	if err := s.Client.Create(ctx, key); err != nil {
+		return fmt.Errorf("failed to create Secret %s/%s with the controller's attestation key: %w", p.Namespace, key.Name, err)
+	}
+	for _, lane := range []struct{ key, env, upstream string }{{KeylessStaging, Staging, Keyless}, {KeylessProd, Prod, KeylessStaging}} {
+		p.Stages[lane.key] = svc + "-" + lane.env
+		p.Targets[lane.key] = p.Namespace + "-" + lane.env
+		p.Appliers[lane.key] = "OCIRepository/" + p.Stages[lane.key]
+		if err := s.Namespace(ctx, p.Targets[lane.key]); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create namespace %s: %w", p.Targets[lane.key], err)
+		}
+		yaml := localstack.FluxOCISourceYAML(p.Namespace, p.Stages[lane.key], s.Registry.OCIURL(p.KeylessRepo), BaselineTag, p.Stages[lane.key], p.Targets[lane.key])
+		if err := localstack.ApplyYAML(ctx, s.Client, []byte(yaml)); err != nil {
+			return fmt.Errorf("failed to apply the Flux objects of %s: %w", p.Stages[lane.key], err)
+		}
+		st := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Stages[lane.key]}, Spec: stagecoachv1.StageSpec{
+			Service: svc, Environment: lane.env,
+			ApplyRef:     stagecoachv1.ApplierReference{Kind: "OCIRepository", Name: p.Stages[lane.key], Kustomization: p.Stages[lane.key] + "-apply"},
+			Source:       stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: p.Stages[lane.upstream]}},
+			Promotion:    &stagecoachv1.PromotionPolicy{Auto: true},
+			Verification: verification.DeepCopy(),
+		}}
+		if lane.key == KeylessStaging {
+			st.Spec.Attest = &stagecoachv1.AttestPolicy{}
+		} else {
+			st.Spec.Source.Upstream.Verify = &stagecoachv1.UpstreamVerification{Attestations: []stagecoachv1.AttestationRequirement{{
+				PredicateType: PromotionPredicateType, SecretRef: &stagecoachv1.LocalObjectReference{Name: key.Name},
+				Condition: fmt.Sprintf(`predicate.namespace == %q && predicate.stage == %q`, p.Namespace, p.Stages[KeylessStaging])}}}
+		}
+		if err := s.Client.Create(ctx, st); err != nil {
+			return fmt.Errorf("failed to create Stage %s/%s: %w", p.Namespace, st.Name, err)
+		}
+	}
 	return nil
+}
+
+// EnableAttestations gives the stack's controller a key to sign promotion attestations with: a
+// new cosign key pair in Secret stagecoach-system/stagecoach-attestation-key, and the controller
+// restarted with --attestation-key-secret naming it. It returns the public key (for
+// Options.AttestationKey) and what restarts the controller as it was.
+func EnableAttestations(ctx context.Context, s *localstack.Stack) (publicKey []byte, restore func(context.Context) error, err error) {
+	const password = "stagecoach-attestations"
+	keys, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte(password), nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "stagecoach-system", Name: "stagecoach-attestation-key"},
+		Data: map[string][]byte{"cosign.key": keys.PrivateBytes, "cosign.password": []byte(password)}}
+	if err := s.Client.Create(ctx, secret); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, nil, fmt.Errorf("failed to create the attestation key Secret: %w", err)
+		}
+		if err := s.Client.Update(ctx, secret); err != nil {
+			return nil, nil, fmt.Errorf("failed to replace the attestation key Secret: %w", err)
+		}
+	}
+	restore, err = s.RestartControllerWith(ctx, "--attestation-key-secret=stagecoach-system/"+secret.Name)
+	return keys.PublicBytes, restore, err
 }
 
 // TrustedRootSecret names the Secret holding the trusted_root.json of the pipeline's Sigstore.
@@ -119,6 +200,11 @@ func (p *Pipeline) KeylessSourceRepository() string {
 // built from KeylessSourceRepository), and asks the Keyless Stage to list the registry at once.
 // It returns the digest.
 func (p *Pipeline) PushKeyless(ctx context.Context, tag string, signer verifytest.CI) (string, error) {
+	return p.PushKeylessFrom(ctx, tag, signer, p.KeylessSourceRepository())
+}
+
+// PushKeylessFrom is PushKeyless with a provenance naming another source repository (a fork's build).
+func (p *Pipeline) PushKeylessFrom(ctx context.Context, tag string, signer verifytest.CI, source string) (string, error) {
 	if p.sigstore == nil {
 		return "", fmt.Errorf("the pipeline has no keyless lane: set Options.KeylessService")
 	}
@@ -131,7 +217,7 @@ func (p *Pipeline) PushKeyless(ctx context.Context, tag string, signer verifytes
 		p.sigstore.SignBundle(tb, ctx, ref, signer, verifytest.Keyless{})
 		p.sigstore.AttestBundle(tb, ctx, ref, verifytest.Statement(tb, digest, "https://slsa.dev/provenance/v1", map[string]any{
 			"buildDefinition": map[string]any{"buildType": "https://actions.github.io/buildtypes/workflow/v1",
-				"externalParameters": map[string]any{"workflow": map[string]any{"repository": p.KeylessSourceRepository(), "ref": "refs/tags/" + tag,
+				"externalParameters": map[string]any{"workflow": map[string]any{"repository": source, "ref": "refs/tags/" + tag,
 					"path": ".github/workflows/release.yml"}}},
 			"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
 		}), signer, verifytest.Keyless{})

@@ -82,6 +82,10 @@ type Options struct {
 	// KeylessService, when set, adds the Keyless lane: that service's dev Stage trusts keyless
 	// signatures of its release workflow (KeylessIdentity) instead of a key.
 	KeylessService string
+	// AttestationKey, with KeylessService, is the public key of the controller's
+	// --attestation-key-secret (see EnableAttestations): the Keyless lane then goes on to
+	// KeylessStaging, which attests what it verifies, and KeylessProd, which requires that.
+	AttestationKey []byte
 }
 
 func (o *Options) defaults() error {
@@ -149,7 +153,7 @@ type Pipeline struct {
 // Lanes lists the pipeline's Stage keys in order: Lanes, then Keyless when it has that lane.
 func (p *Pipeline) Lanes() []string {
 	var out []string
-	for _, lane := range append(slices.Clone(Lanes), Keyless) {
+	for _, lane := range append(slices.Clone(Lanes), Keyless, KeylessStaging, KeylessProd) {
 		if _, ok := p.Stages[lane]; ok {
 			out = append(out, lane)
 		}

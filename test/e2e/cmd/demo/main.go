@@ -73,7 +73,12 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 	}()
 	say("local stack up in %s (logs in %s)", time.Since(start).Round(time.Second), s.LogDir)
 
-	p, err := pipeline.Setup(ctx, s, "demo", pipeline.Options{Service: "payments", KeylessService: "ledger"})
+	// The controller signs promotion attestations with a key of its own (restarted with it).
+	attestationKey, _, err := pipeline.EnableAttestations(ctx, s)
+	if err != nil {
+		return err
+	}
+	p, err := pipeline.Setup(ctx, s, "demo", pipeline.Options{Service: "payments", KeylessService: "ledger", AttestationKey: attestationKey})
 	if err != nil {
 		return err
 	}
@@ -87,7 +92,10 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		"            image >=1.0.0 from the registry once one person approves\n" +
 		"pipeline for service ledger:\n" +
 		"    dev     Flux OCIRepository; takes the newest release signed keyless by its release workflow (a CI identity,\n" +
-		"            certified by a Sigstore running in this process), trusting no key file\n" +
+		"            certified by a Sigstore running in this process), trusting no key file, whose SLSA provenance says it\n" +
+		"            was built from the service's repository\n" +
+		"    staging Flux OCIRepository; follows dev, and attaches a signed promotion attestation to what it verifies\n" +
+		"    prod    Flux OCIRepository; follows staging, only with staging's attestation\n" +
 		"delivery of the config repository of service settings (its commits are the releases):\n" +
 		"    dev     Flux GitRepository + Kustomization; takes each commit of main that changes app/\n" +
 		"    staging Argo CD Application on the Git source; follows dev, verified once a Job of the commit's\n" +
@@ -153,6 +161,11 @@ func run(ctx context.Context, argocdUI bool) (err error) {
 		return err
 	}
 	say("ledger v1.0.0 runs in dev: its signature gate names the workflow that signed it, its attestations gate the provenance it required (stagecoach plan below)")
+	if err := waitVerified(ctx, p, pipeline.KeylessProd, ledger); err != nil {
+		return err
+	}
+	say("ledger v1.0.0 runs in prod: staging attached its promotion attestation to the image, and prod's attestations gate required it "+
+		"(cosign verify-attestation --type %s finds it)", pipeline.PromotionPredicateType)
 
 	say("pushing v1.1.0, unsigned")
 	v11, err := p.Push(ctx, "v1.1.0", p.Manifests("v1.1.0"), pipeline.Unsigned)
