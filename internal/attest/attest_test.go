@@ -1,6 +1,7 @@
 package attest_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log"
@@ -185,6 +186,53 @@ func TestCheck(t *testing.T) {
 			reqs:       func(t *testing.T) []attest.Requirement { return []attest.Requirement{keylessReq(t, slsaV1, "")} },
 			wantReason: stagecoachv1.ReasonAttestationRefused,
 			wantInMsg:  []string{"the statement is about sha256:", "not sha256:"},
+		},
+		{
+			name: "SLSA provenance under the legacy .att tag, signed keyless by the release workflow (cosign v2)",
+			setup: func(t *testing.T, repo string) string {
+				ref := verifytest.PushRandomImage(t, repo, "v1")
+				sigstore.AttestLegacy(t, t.Context(), ref, verifytest.Statement(t, digestOf(ref), slsaV1, provenance(ourRepo, ourBuilder)), releaseCI, verifytest.Keyless{})
+				return ref
+			},
+			reqs:       func(t *testing.T) []attest.Requirement { return []attest.Requirement{keylessReq(t, slsaV1, fromOurs)} },
+			wantPassed: true,
+			wantInMsg:  []string{"signed keyless by", releaseCI.Subject, "attestation 1 in sha256-"},
+		},
+		{
+			name: "legacy .att signed keyless by another workflow",
+			setup: func(t *testing.T, repo string) string {
+				ref := verifytest.PushRandomImage(t, repo, "v1")
+				sigstore.AttestLegacy(t, t.Context(), ref, verifytest.Statement(t, digestOf(ref), slsaV1, provenance(ourRepo, ourBuilder)),
+					verifytest.GitHubActions("org/app", "nightly.yml", "refs/heads/main"), verifytest.Keyless{})
+				return ref
+			},
+			reqs:       func(t *testing.T) []attest.Requirement { return []attest.Requirement{keylessReq(t, slsaV1, "")} },
+			wantReason: stagecoachv1.ReasonAttestationRefused,
+			wantInMsg:  []string{"identity mismatch", "nightly.yml"},
+		},
+		{
+			name: "legacy .att signed keyless, tampered after logging",
+			setup: func(t *testing.T, repo string) string {
+				ref := verifytest.PushRandomImage(t, repo, "v1")
+				sigstore.AttestLegacy(t, t.Context(), ref, verifytest.Statement(t, digestOf(ref), slsaV1, provenance("https://github.com/org/fork", ourBuilder)), releaseCI,
+					verifytest.Keyless{Tamper: func(st []byte) []byte { return bytes.Replace(st, []byte("org/fork"), []byte("org/app"), 1) }})
+				return ref
+			},
+			reqs:       func(t *testing.T) []attest.Requirement { return []attest.Requirement{keylessReq(t, slsaV1, fromOurs)} },
+			wantReason: stagecoachv1.ReasonAttestationRefused,
+			wantInMsg:  []string{"tampered"},
+		},
+		{
+			name: "legacy .att signed keyless without a log entry or timestamp",
+			setup: func(t *testing.T, repo string) string {
+				ref := verifytest.PushRandomImage(t, repo, "v1")
+				sigstore.AttestLegacy(t, t.Context(), ref, verifytest.Statement(t, digestOf(ref), slsaV1, provenance(ourRepo, ourBuilder)), releaseCI,
+					verifytest.Keyless{NoLogEntry: true, NoTimestamp: true})
+				return ref
+			},
+			reqs:       func(t *testing.T) []attest.Requirement { return []attest.Requirement{keylessReq(t, slsaV1, "")} },
+			wantReason: stagecoachv1.ReasonAttestationRefused,
+			wantInMsg:  []string{"no transparency log entry of the trusted root records this signature"},
 		},
 		{
 			name: "no attestation, only a signature",

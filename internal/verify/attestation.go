@@ -285,7 +285,12 @@ func (s *attestationSearch) legacy(ctx context.Context) error {
 		}
 		if a, mine, err := s.verifyLegacy(ctx, att, payload, what); mine {
 			if err != nil {
-				s.refuse(FormatLegacy, what, partOf(err, FailureKey), nil, err)
+				var signer *Signer
+				var se *signedError
+				if errors.As(err, &se) {
+					signer = se.signer
+				}
+				s.refuse(FormatLegacy, what, partOf(err, FailureKey), signer, err)
 				continue
 			}
 			s.found.Verified = append(s.found.Verified, a)
@@ -318,9 +323,18 @@ func (s *attestationSearch) verifyLegacy(ctx context.Context, att oci.Signature,
 	if err := checkStatementSubject(st, s.hash); err != nil {
 		return a, true, &partError{part: FailureClaim, err: err}
 	}
-	if cert, _ := att.Cert(); cert != nil {
-		return a, true, failed(FailureForm, "signed keyless under the legacy .att tag (a certificate naming %s), which Stagecoach does not verify: "+
-			"attach keyless attestations as Sigstore bundles (cosign v3's default, or --new-bundle-format)", subjectOf(cert))
+	if cert, err := att.Cert(); err != nil {
+		return a, true, failed(FailureForm, "certificate annotation unreadable: %v", err)
+	} else if cert != nil {
+		if s.v.keyless == nil {
+			return a, true, failed(FailureForm, "signed keyless (a certificate naming %s), but only keys are trusted: list the signer in matchOIDCIdentity",
+				subjectOf(cert))
+		}
+		signer, err := s.v.keyless.verifyLegacyAttestation(att, cert, &env, s.hash.Algorithm, s.want)
+		if err != nil {
+			return a, true, &signedError{err: err, signer: signer}
+		}
+		return Attestation{PredicateType: st.GetPredicateType(), Statement: body, Format: FormatLegacy, What: what, Signer: signer}, true, nil
 	}
 	if len(s.v.keys) == 0 {
 		return a, true, failed(FailureForm, "signed with a key, but only keyless identities are trusted: add its public key to secretRef")
@@ -339,6 +353,15 @@ func (s *attestationSearch) verifyLegacy(ctx context.Context, att oci.Signature,
 	}
 	return a, true, failed(FailureKey, "no trusted key verifies it: %v", lastErr)
 }
+
+// signedError is a refusal of a keyless attestation with who its certificate says signed.
+type signedError struct {
+	err    error
+	signer *Signer
+}
+
+func (e *signedError) Error() string { return e.err.Error() }
+func (e *signedError) Unwrap() error { return e.err }
 
 // parseStatement reads an in-toto statement (v1, or v0.1 as older cosign writes it) and checks
 // it is one: a type, subjects with digests, a predicate type and a predicate.

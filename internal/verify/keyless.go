@@ -253,6 +253,69 @@ func (k *keyless) verifyBundle(b *sgbundle.Bundle, leaf *x509.Certificate, hashA
 	return k.verify(b, leaf, checkSig, sgverify.WithArtifactDigest(hashAlg, want))
 }
 
+// verifyLegacyAttestation verifies a DSSE envelope under the legacy .att tag made keyless (cosign
+// v2 `cosign attest` without a key): the certificate, the Rekor bundle (a dsse or intoto entry)
+// and the RFC 3161 timestamp travel as annotations, as for a legacy signature.
+func (k *keyless) verifyLegacyAttestation(att oci.Signature, leaf *x509.Certificate, env *dsse.Envelope, hashAlg string, want []byte) (*Signer, error) {
+	if len(env.Signatures) != 1 {
+		return nil, failed(FailureForm, "envelope has %d signatures, want 1", len(env.Signatures))
+	}
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	if err != nil {
+		return nil, failed(FailureForm, "envelope payload: %v", err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+	if err != nil {
+		return nil, failed(FailureForm, "envelope signature: %v", err)
+	}
+	entries, stamps, err := legacyEvidence(att)
+	if err != nil {
+		return nil, err
+	}
+	entity := &legacyEntity{leaf: leaf, sig: sig, entries: entries, stamps: stamps, envelope: &sgbundle.Envelope{Envelope: env}}
+	checkSig := func(pub crypto.PublicKey) error { return verifyWith(pub, sig, dsse.PAE(env.PayloadType, payload)) }
+	return k.verify(entity, leaf, checkSig, sgverify.WithArtifactDigest(hashAlg, want))
+}
+
+// legacyEvidence reads what a legacy keyless signature or attestation carries of its logging:
+// the Rekor bundle annotation as a log entry, and the RFC 3161 timestamp.
+func legacyEvidence(sig oci.Signature) ([]*tlog.Entry, [][]byte, error) {
+	var entries []*tlog.Entry
+	rb, err := sig.Bundle()
+	if err != nil {
+		return nil, nil, failed(FailureLog, "transparency log bundle annotation unreadable: %v", err)
+	}
+	if rb != nil {
+		body, ok := rb.Payload.Body.(string)
+		if !ok {
+			return nil, nil, failed(FailureLog, "transparency log bundle has no body")
+		}
+		bodyRaw, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			return nil, nil, failed(FailureLog, "transparency log bundle body: %v", err)
+		}
+		logID, err := hex.DecodeString(rb.Payload.LogID)
+		if err != nil {
+			return nil, nil, failed(FailureLog, "transparency log bundle log ID: %v", err)
+		}
+		//nolint:staticcheck // the Rekor bundle of a legacy signature carries exactly NewEntry's fields
+		entry, err := tlog.NewEntry(bodyRaw, rb.Payload.IntegratedTime, rb.Payload.LogIndex, logID, rb.SignedEntryTimestamp, nil)
+		if err != nil {
+			return nil, nil, failed(FailureLog, "transparency log bundle: %v", err)
+		}
+		entries = []*tlog.Entry{entry}
+	}
+	ts, err := sig.RFC3161Timestamp()
+	if err != nil {
+		return nil, nil, failed(FailureTime, "signed timestamp annotation unreadable: %v", err)
+	}
+	var stamps [][]byte
+	if ts != nil {
+		stamps = [][]byte{ts.SignedRFC3161Timestamp}
+	}
+	return entries, stamps, nil
+}
+
 // verifyLegacy verifies a legacy .sig signature made keyless (cosign v2 `cosign sign` without a
 // key): the certificate, the Rekor bundle and the RFC 3161 timestamp travel as annotations.
 func (k *keyless) verifyLegacy(sig oci.Signature, leaf *x509.Certificate) (*Signer, error) {
@@ -264,40 +327,12 @@ func (k *keyless) verifyLegacy(sig oci.Signature, leaf *x509.Certificate) (*Sign
 	if err != nil {
 		return nil, failed(FailureForm, "signature unreadable: %v", err)
 	}
-	entity := &legacyEntity{leaf: leaf, sig: raw}
+	entries, stamps, err := legacyEvidence(sig)
+	if err != nil {
+		return nil, err
+	}
 	sum := sha256.Sum256(payload)
-	entity.digest = sum[:]
-	rb, err := sig.Bundle()
-	if err != nil {
-		return nil, failed(FailureLog, "transparency log bundle annotation unreadable: %v", err)
-	}
-	if rb != nil {
-		body, ok := rb.Payload.Body.(string)
-		if !ok {
-			return nil, failed(FailureLog, "transparency log bundle has no body")
-		}
-		bodyRaw, err := base64.StdEncoding.DecodeString(body)
-		if err != nil {
-			return nil, failed(FailureLog, "transparency log bundle body: %v", err)
-		}
-		logID, err := hex.DecodeString(rb.Payload.LogID)
-		if err != nil {
-			return nil, failed(FailureLog, "transparency log bundle log ID: %v", err)
-		}
-		//nolint:staticcheck // the Rekor bundle of a legacy signature carries exactly NewEntry's fields
-		entry, err := tlog.NewEntry(bodyRaw, rb.Payload.IntegratedTime, rb.Payload.LogIndex, logID, rb.SignedEntryTimestamp, nil)
-		if err != nil {
-			return nil, failed(FailureLog, "transparency log bundle: %v", err)
-		}
-		entity.entries = []*tlog.Entry{entry}
-	}
-	ts, err := sig.RFC3161Timestamp()
-	if err != nil {
-		return nil, failed(FailureTime, "signed timestamp annotation unreadable: %v", err)
-	}
-	if ts != nil {
-		entity.stamps = [][]byte{ts.SignedRFC3161Timestamp}
-	}
+	entity := &legacyEntity{leaf: leaf, sig: raw, digest: sum[:], entries: entries, stamps: stamps}
 	checkSig := func(pub crypto.PublicKey) error { return verifyWith(pub, raw, payload) }
 	return k.verify(entity, leaf, checkSig, sgverify.WithArtifact(bytes.NewReader(payload)))
 }
@@ -313,13 +348,15 @@ func verifyWith(pub crypto.PublicKey, sig, message []byte) error {
 }
 
 // legacyEntity presents a legacy keyless signature to sigstore-go: a message signature over the
-// payload, the Fulcio certificate, the Rekor entry and the signed timestamp.
+// payload (or, for an attestation, its DSSE envelope), the Fulcio certificate, the Rekor entry and
+// the signed timestamp.
 type legacyEntity struct {
-	leaf    *x509.Certificate
-	sig     []byte
-	digest  []byte
-	entries []*tlog.Entry
-	stamps  [][]byte
+	leaf     *x509.Certificate
+	sig      []byte
+	digest   []byte
+	envelope *sgbundle.Envelope // an attestation's; nil for a signature
+	entries  []*tlog.Entry
+	stamps   [][]byte
 }
 
 var _ sgverify.SignedEntity = (*legacyEntity)(nil)
@@ -339,5 +376,8 @@ func (e *legacyEntity) VerificationContent() (sgverify.VerificationContent, erro
 }
 
 func (e *legacyEntity) SignatureContent() (sgverify.SignatureContent, error) {
+	if e.envelope != nil {
+		return e.envelope, nil
+	}
 	return sgbundle.NewMessageSignature(e.digest, "SHA2_256", e.sig), nil
 }

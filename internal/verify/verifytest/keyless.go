@@ -265,6 +265,66 @@ func (s *Sigstore) SignLegacy(t testing.TB, ctx context.Context, ref string, ci 
 	}
 }
 
+// AttestLegacy attaches statement to ref's digest keyless as ci, like `cosign attest` in v2 from
+// CI: a DSSE envelope signed with a fresh key certified by the instance's Fulcio, a layer of the
+// <repo>:sha256-<hex>.att tag annotated with its predicate type, the certificate and chain, the
+// Rekor bundle (a dsse entry with its signed entry timestamp) and the RFC 3161 timestamp.
+func (s *Sigstore) AttestLegacy(t testing.TB, ctx context.Context, ref string, statement []byte, ci CI, o Keyless, opts ...remote.Option) {
+	t.Helper()
+	d := resolve(t, ctx, ref, opts)
+	const payloadType = "application/vnd.in-toto+json"
+	leaf, key := s.issue(t, ci, o)
+	sig := signWith(t, key, dsse.PAE(payloadType, statement))
+	env := &dsse.Envelope{PayloadType: payloadType, Payload: base64.StdEncoding.EncodeToString(statement),
+		Signatures: []dsse.Signature{{Sig: base64.StdEncoding.EncodeToString(sig)}}}
+	leafPEM, err := cryptoutils.MarshalCertificateToPEM(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainPEM, err := cryptoutils.MarshalCertificatesToPEM([]*x509.Certificate{s.fulcioInter, s.fulcioRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sopts := []static.Option{static.WithLayerMediaType(types.DssePayloadType), static.WithCertChain(leafPEM, chainPEM),
+		static.WithAnnotations(map[string]string{"predicateType": predicateTypeOf(t, statement)})}
+	if !o.NoLogEntry {
+		entry, err := s.virtual.GenerateTlogEntry(leaf, env, sig, logTime(o).Unix(), false)
+		if err != nil {
+			t.Fatalf("log entry: %v", err)
+		}
+		tle := s.promised(t, entry, "dsse", "0.0.1")
+		sopts = append(sopts, static.WithBundle(&cbundle.RekorBundle{SignedEntryTimestamp: tle.InclusionPromise.SignedEntryTimestamp,
+			Payload: cbundle.RekorPayload{Body: base64.StdEncoding.EncodeToString(tle.CanonicalizedBody), IntegratedTime: tle.IntegratedTime,
+				LogIndex: tle.LogIndex, LogID: hex.EncodeToString(tle.LogId.KeyId)}}))
+	}
+	if !o.NoTimestamp {
+		sopts = append(sopts, static.WithRFC3161Timestamp(&cbundle.RFC3161Timestamp{SignedRFC3161Timestamp: s.timestamp(t, sig)}))
+	}
+	if o.Tamper != nil {
+		env.Payload = base64.StdEncoding.EncodeToString(o.Tamper(statement))
+	}
+	envJSON, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := static.NewAttestation(envJSON, sopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oopts := []ociremote.Option{ociremote.WithRemoteOptions(withContext(ctx, opts)...)}
+	se, err := ociremote.SignedEntity(d, oopts...)
+	if err != nil {
+		t.Fatalf("read %s: %v", d, err)
+	}
+	attested, err := mutate.AttachAttestationToEntity(se, att)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	if err := ociremote.WriteAttestations(d.Repository, attested, oopts...); err != nil {
+		t.Fatalf("write attestations of %s: %v", d, err)
+	}
+}
+
 // SignBlob signs blob keyless as ci, like `cosign sign-blob --bundle` from CI: a Sigstore v0.3
 // bundle with a message signature over the blob's SHA-256, the Fulcio certificate, a hashedrekord
 // entry of the instance's Rekor (with its signed entry timestamp) and a signed timestamp. It
