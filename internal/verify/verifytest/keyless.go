@@ -311,18 +311,7 @@ func (s *Sigstore) AttestLegacy(t testing.TB, ctx context.Context, ref string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	oopts := []ociremote.Option{ociremote.WithRemoteOptions(withContext(ctx, opts)...)}
-	se, err := ociremote.SignedEntity(d, oopts...)
-	if err != nil {
-		t.Fatalf("read %s: %v", d, err)
-	}
-	attested, err := mutate.AttachAttestationToEntity(se, att)
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	if err := ociremote.WriteAttestations(d.Repository, attested, oopts...); err != nil {
-		t.Fatalf("write attestations of %s: %v", d, err)
-	}
+	writeAttestation(t, ctx, d, att, opts)
 }
 
 // SignBlob signs blob keyless as ci, like `cosign sign-blob --bundle` from CI: a Sigstore v0.3

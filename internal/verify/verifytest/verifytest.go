@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sigstore/cosign/v3/pkg/oci"
 	"github.com/sigstore/cosign/v3/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v3/pkg/oci/remote"
 	"github.com/sigstore/cosign/v3/pkg/oci/static"
@@ -177,6 +178,12 @@ func AttestLegacy(t testing.TB, ctx context.Context, ref string, kp KeyPair, sta
 	if err != nil {
 		t.Fatalf("attestation: %v", err)
 	}
+	writeAttestation(t, ctx, d, att, opts)
+}
+
+// writeAttestation adds att to the attestations under d's .att tag.
+func writeAttestation(t testing.TB, ctx context.Context, d name.Digest, att oci.Signature, opts []remote.Option) {
+	t.Helper()
 	oopts := []ociremote.Option{ociremote.WithRemoteOptions(withContext(ctx, opts)...)}
 	se, err := ociremote.SignedEntity(d, oopts...)
 	if err != nil {
