@@ -288,6 +288,9 @@ func (run *Run) promotionPredicate(p *stagecoachv1.Promotion) attest.Promotion {
 	}
 	if s := stage.Status.Stream; s != nil && s.ID != "" {
 		pred.Record = &attest.Record{Stream: s.ID}
+		if r := p.Status.Record; r != nil {
+			pred.Record.Seq, pred.Record.Action, pred.Record.Digest = r.Seq, r.Action, r.Digest
+		}
 	}
 	return pred
 }

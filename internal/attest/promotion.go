@@ -84,9 +84,13 @@ type Landed struct {
 	Evidence string `json:"evidence,omitempty"`
 }
 
-// Record is where the Stage's signed records are.
+// Record is where the Stage's signed records are and, once the recorder wrote it, the record of
+// this Promotion's last step (its seq, action and digest in the stream).
 type Record struct {
 	Stream string `json:"stream"`
+	Seq    int64  `json:"seq,omitempty"`
+	Action string `json:"action,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Statement is the in-toto v1 statement of a promotion attestation about digest
