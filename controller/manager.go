@@ -35,6 +35,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/attest"
 	"github.com/stagecoach-dev/stagecoach/internal/metrics"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
+	recstore "github.com/stagecoach-dev/stagecoach/internal/records"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
 )
 
@@ -123,10 +124,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
+	// Attestations name their cluster, as record streams do: --records-cluster, or kube-system's UID.
+	cluster := opts.RecordsCluster
+	if attestor != nil && cluster == "" {
+		if cluster, err = clusterIdentity(ctx, mgr.GetAPIReader()); err != nil {
+			return nil, err
+		}
+	}
 	stages := &stage.Reconciler{
 		SigstoreTrustedRoot:       sigstoreRoot,
 		Attestor:                  attestor,
-		Cluster:                   opts.RecordsCluster,
+		Cluster:                   cluster,
 		ServerVersion:             versions.Read,
 		WatchNamespaces:           opts.WatchNamespaces,
 		Identity:                  whoAmI(ctx, mgr.GetClient()),
@@ -203,6 +211,16 @@ func loadAttestor(ctx context.Context, reader client.Reader, ref string) (*attes
 		return nil, fmt.Errorf("Secret %s (--attestation-key-secret): %w", key, err)
 	}
 	return signer, nil
+}
+
+// clusterIdentity is the first 12 hex digits of kube-system's UID, as record streams name the
+// cluster.
+func clusterIdentity(ctx context.Context, reader client.Reader) (string, error) {
+	ns := &corev1.Namespace{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
+		return "", fmt.Errorf("cannot read namespace kube-system for the cluster identity of promotion attestations (or set --records-cluster): %w", err)
+	}
+	return recstore.ClusterIdentity(string(ns.UID))
 }
 
 // cacheSyncedCheck is ready once the informers have synced, so that no replica is sent traffic

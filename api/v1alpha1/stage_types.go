@@ -533,11 +533,26 @@ type UpstreamSource struct {
 }
 
 // AttestPolicy says how a Stage attaches its promotion attestations.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.insecure) || !self.insecure || has(self.repository)",message="attest.insecure is for attest.repository: set the repository the attestations go to"
 type AttestPolicy struct {
+	// Repository the attestations are pushed to, where the digests exist (the repository the
+	// versions live in, or a mirror that keeps digests). Unset: the repository of the Stage's
+	// registry source or, for a Stage taking an upstream's versions, that of the Stage at the head
+	// of the upstream chain, pushed to anonymously only: credentials go only to a repository this
+	// Stage names itself.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Repository string `json:"repository,omitempty"`
+
+	// Insecure allows plain HTTP to attest.repository when it is not on loopback.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
 	// SecretRef names a docker-config Secret in the Stage's namespace with the right to push to
-	// the repository the versions live in. The Stage's author must be allowed to get it (as for
-	// promotion.git). Unset: the push is anonymous (a registry on the controller's network that
-	// takes anonymous pushes).
+	// the repository. The Stage's author must be allowed to get it (as for promotion.git). Used
+	// only for the Stage's own registry source's repository or attest.repository. Unset: the push
+	// is anonymous (a registry on the controller's network that takes anonymous pushes).
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/attest"
@@ -131,65 +133,81 @@ func (r *Runner) versionRepository(ctx context.Context, stage *stagecoachv1.Stag
 	return src.Repository, src.Insecure, keychain, nil, nil
 }
 
-// attestRetry is how soon a promotion attestation that could not be attached is tried again.
-const attestRetry = 30 * time.Second
+// maxOwedAttestations bounds how many verified Promotions without an attestation one reconcile
+// attaches, newest first: a Stage given spec.attest after many promotions attests its latest.
+const maxOwedAttestations = 5
 
-// catchUpAttestation attaches the promotion attestation of the Stage's current version when the
-// Stage asks for one (spec.attest) and the Promotion that verified it has none yet: after the
-// Promotion finished, so that a registry outage never holds a verdict back (nor a crash loses
-// one: the next reconcile finds it owed). It returns how soon to try again after a failure (0:
-// nothing owed); what failed is an Event on the Promotion, naming the fix.
+// attestBackoff is how soon a promotion attestation that could not be attached is tried again:
+// 30 s, doubling with each failure in a row, at most 10 minutes.
+func attestBackoff(failures int) time.Duration {
+	d := 30 * time.Second
+	for range min(failures-1, 5) {
+		d *= 2
+	}
+	return min(d, 10*time.Minute)
+}
+
+// catchUpAttestation attaches the promotion attestations the Stage owes (spec.attest): of each
+// Promotion of an OCI digest it verified that has none yet, newest first. After the Promotion
+// finished, so that a registry outage never holds a verdict back; nor does a crash lose one: the
+// next reconcile finds it owed. It returns how soon to try again after a failure (0: nothing
+// owed); what failed is a Warning event on the Promotion, naming the fix.
 func (run *Run) catchUpAttestation(ctx context.Context) time.Duration {
 	stage := run.stage
-	if stage.Spec.Attest == nil || stage.Status.Current == nil || !strings.HasPrefix(stage.Status.Current.Digest, "sha256:") {
+	if stage.Spec.Attest == nil {
 		return 0
 	}
-	var p *stagecoachv1.Promotion
+	var owed []*stagecoachv1.Promotion
 	for i := range run.promotions {
-		if q := &run.promotions[i]; q.Name == stage.Status.Current.Promotion && q.Status.Phase == stagecoachv1.PhaseSucceeded &&
-			q.Status.Attestation == nil && q.Status.Version != nil && q.Status.Version.Digest == stage.Status.Current.Digest {
-			p = q
+		q := &run.promotions[i]
+		if q.Status.Phase == stagecoachv1.PhaseSucceeded && q.Status.Attestation == nil && q.Status.VerifiedAt != nil &&
+			q.Status.Version != nil && strings.HasPrefix(q.Status.Version.Digest, "sha256:") {
+			owed = append(owed, q)
 		}
 	}
-	if p == nil {
+	if len(owed) == 0 {
+		run.r.attestFailures.Delete(client.ObjectKeyFromObject(stage))
 		return 0
 	}
-	failed := func(format string, args ...any) time.Duration {
+	slices.SortFunc(owed, func(a, b *stagecoachv1.Promotion) int { return b.Status.VerifiedAt.Compare(a.Status.VerifiedAt.Time) })
+	failed := func(p *stagecoachv1.Promotion, format string, args ...any) time.Duration {
 		run.event(p, corev1.EventTypeWarning, stagecoachv1.EventAttestationFailed, "%s", fmt.Sprintf(format, args...))
-		return attestRetry
+		n, _ := run.r.attestFailures.LoadOrStore(client.ObjectKeyFromObject(stage), 0)
+		failures := n.(int) + 1
+		run.r.attestFailures.Store(client.ObjectKeyFromObject(stage), failures)
+		return attestBackoff(failures)
 	}
 	if run.r.Attestor == nil {
-		return failed("Stage %s asks for promotion attestations (spec.attest), but this controller runs without --attestation-key-secret: "+
+		return failed(owed[0], "Stage %s asks for promotion attestations (spec.attest), but this controller runs without --attestation-key-secret: "+
 			"give it the Secret of a cosign key pair, or remove spec.attest", stage.Name)
 	}
-	ref, err := run.attestation(ctx, p)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return 0
+	for _, p := range owed[:min(len(owed), maxOwedAttestations)] {
+		ref, err := run.attestation(ctx, p)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return 0
+			}
+			return failed(p, "cannot attach the promotion attestation of %s to %s: %v", versionString(p.Status.Version), stage.Name, err)
 		}
-		return failed("cannot attach the promotion attestation of %s to %s: %v", versionString(p.Status.Version), stage.Name, err)
+		p.Status.Attestation = ref
+		if err := run.status.save(ctx, p); err != nil {
+			// Attached already: the next reconcile finds it there and records it.
+			ctrl.LoggerFrom(ctx).Error(err, "failed to record the promotion attestation", "promotion", p.Name)
+			return attestBackoff(1)
+		}
+		run.event(p, corev1.EventTypeNormal, stagecoachv1.EventAttested, "attached the promotion attestation of %s in %s to %s@%s (referrer %s, key %s)",
+			versionString(p.Status.Version), stage.Name, ref.Repository, p.Status.Version.Digest, ref.Digest, ref.KeyID)
 	}
-	p.Status.Attestation = ref
-	if err := run.status.save(ctx, p); err != nil {
-		// Attached already: the next reconcile finds it there and records it.
-		ctrl.LoggerFrom(ctx).Error(err, "failed to record the promotion attestation", "promotion", p.Name)
-		return attestRetry
-	}
-	run.event(p, corev1.EventTypeNormal, stagecoachv1.EventAttested, "attached the promotion attestation of %s in %s to %s@%s (referrer %s, key %s)",
-		versionString(p.Status.Version), stage.Name, ref.Repository, p.Status.Version.Digest, ref.Digest, ref.KeyID)
+	run.r.attestFailures.Delete(client.ObjectKeyFromObject(stage))
 	return 0
 }
 
 // attestation signs and attaches p's promotion attestation, or finds the one attached before,
 // and says where it is. Errors say what to fix.
 func (run *Run) attestation(ctx context.Context, p *stagecoachv1.Promotion) (*stagecoachv1.AttestationReference, error) {
-	stage := run.stage
-	repo, insecure, _, block, err := run.r.versionRepository(ctx, stage)
+	repo, insecure, err := run.attestTarget(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if block != nil {
-		return nil, errors.New(block.Message)
 	}
 	keychain, err := run.attestKeychain(ctx)
 	if err != nil {
@@ -200,9 +218,15 @@ func (run *Run) attestation(ctx context.Context, p *stagecoachv1.Promotion) (*st
 		return nil, fmt.Errorf("repository %q: %w", repo, err)
 	}
 	ropts := ociclient.RemoteOptions(ctx, ociclient.Options{Keychain: keychain, Insecure: insecure, Transport: run.r.RegistryTransport})
-	key := fmt.Sprintf("%s/%s/%s", p.Namespace, p.Name, p.UID)
+	// What counts as attached is a bundle the controller's key signed for this very Promotion,
+	// not an annotation anyone who may push could write.
+	own, err := verify.New(verify.Options{Keys: [][]byte{run.r.Attestor.PublicKeyPEM()}, Keychain: keychain, Insecure: insecure,
+		Transport: run.r.RegistryTransport})
+	if err != nil {
+		return nil, err
+	}
 	ref := &stagecoachv1.AttestationReference{Repository: repo, PredicateType: attest.PromotionPredicateType, KeyID: run.r.Attestor.KeyID()}
-	if ref.Digest, err = attest.Attached(d, key, ropts); err != nil || ref.Digest != "" {
+	if ref.Digest, err = attest.Find(ctx, own, d.String(), p.Namespace, string(p.UID)); err != nil || ref.Digest != "" {
 		return ref, ociclient.ClassifyError(repo, err)
 	}
 	statement, err := attest.Statement(repo, p.Status.Version.Digest, run.promotionPredicate(p))
@@ -217,13 +241,43 @@ func (run *Run) attestation(ctx context.Context, p *stagecoachv1.Promotion) (*st
 	if p.Status.VerifiedAt != nil {
 		created = p.Status.VerifiedAt.Time
 	}
-	if ref.Digest, err = attest.Attach(d, bundle, key, created, ropts); err != nil {
+	if err := attest.Attach(d, bundle, fmt.Sprintf("%s/%s/%s", p.Namespace, p.Name, p.UID), created, ropts); err != nil {
+		return nil, ociclient.ClassifyError(repo, err)
+	}
+	if ref.Digest, err = attest.Find(ctx, own, d.String(), p.Namespace, string(p.UID)); err != nil {
 		return nil, ociclient.ClassifyError(repo, err)
 	}
 	if ref.Digest == "" {
 		return nil, fmt.Errorf("the registry took the attestation of %s but does not list it among the referrers of %s", p.Name, d.DigestStr())
 	}
 	return ref, nil
+}
+
+// attestTarget is the repository the attestation is pushed to: spec.attest.repository, else the
+// Stage's own registry source's, else the repository at the head of its upstream chain. That last
+// one is another Stage's spec (maybe another author's): it gets no credentials of this Stage and
+// never plain HTTP off loopback.
+func (run *Run) attestTarget(ctx context.Context) (repo string, insecure bool, err error) {
+	stage := run.stage
+	a := stage.Spec.Attest
+	if a.Repository != "" {
+		return a.Repository, a.Insecure, nil
+	}
+	if src := stage.Spec.Source.Registry; src != nil {
+		return src.Repository, src.Insecure, nil
+	}
+	if a.SecretRef != nil {
+		return "", false, fmt.Errorf("Stage %s takes an upstream's versions, and spec.attest.secretRef goes only to a repository this Stage names: "+
+			"set spec.attest.repository (the upstream chain's repository, or a mirror that keeps digests)", stage.Name)
+	}
+	repo, _, _, block, err := run.r.versionRepository(ctx, stage)
+	if err != nil {
+		return "", false, err
+	}
+	if block != nil {
+		return "", false, errors.New(block.Message)
+	}
+	return repo, false, nil
 }
 
 // attestKeychain is what the attestation is pushed with: the Secret spec.attest.secretRef names,
@@ -269,7 +323,7 @@ var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secr
 func (run *Run) promotionPredicate(p *stagecoachv1.Promotion) attest.Promotion {
 	stage := run.stage
 	pred := attest.Promotion{Cluster: run.r.Cluster, Namespace: stage.Namespace, Stage: stage.Name, Service: stage.Spec.Service,
-		Environment: stage.Spec.Environment, Promotion: p.Name, Action: string(p.Spec.Action),
+		Environment: stage.Spec.Environment, Promotion: p.Name, PromotionUID: string(p.UID), Action: string(p.Spec.Action),
 		Version: attest.Version{Tag: p.Status.Version.Tag, Digest: p.Status.Version.Digest}, RequestedBy: p.Spec.RequestedBy,
 		Gates: make([]attest.Gate, 0, len(p.Status.Gates)), Landed: attest.Landed{Evidence: p.Status.Message}}
 	for _, g := range p.Status.Gates {

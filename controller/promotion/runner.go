@@ -8,6 +8,7 @@ package promotion
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -73,6 +74,8 @@ type Runner struct {
 	Attestor *attest.Signer
 	Cluster  string
 	Authors  *authz.Reviews
+	// attestFailures counts, per Stage, the attestation attempts that failed in a row (backoff).
+	attestFailures sync.Map
 }
 
 func (r *Runner) clock() clock.PassiveClock {

@@ -18,6 +18,9 @@ type Finder interface {
 	DescribeTrust() string
 	// Fingerprint identifies the trust (verdicts are cached by it).
 	Fingerprint() string
+	// AttestationsState fingerprints what is attached to a digest (a refusal holds while it is
+	// the same).
+	AttestationsState(ctx context.Context, ref string) (string, error)
 }
 
 // Requirement is one verify.attestations entry, ready to judge: its predicate type's URI, its
@@ -100,31 +103,52 @@ func judge(ctx context.Context, ref string, req Requirement, found verify.Attest
 		ref, len(unmet)+len(refused), req.PredicateType, req.Signers.DescribeTrust(), detail)}
 }
 
-// Cached is Check with its passes kept in cache (shared with the signature verdicts) until
-// evicted: an attestation, like a signature, does not change. A refusal is not kept: the
-// attestation a Stage upstream attaches a moment after it verified must count at once, and a
-// refusal costs two registry reads (the referrers and the .att tag) when nothing is attached.
-// The key names the digest and everything the verdict depends on: each requirement's predicate
-// type, condition and signers' trust. Errors are never kept.
+// Cached is Check with its verdicts kept in cache (shared with the signature verdicts). A pass is
+// kept until evicted: an attestation, like a signature, does not change. A refusal is kept for
+// the state of what is attached to the digest (verify's AttestationsState: the referrers listed
+// and the .att tag), so an attestation attached a moment later (an upstream Stage's, right after
+// it verified) counts at once, while a refused one (a large SBOM whose condition fails) is not
+// downloaded again at every look; it is also dropped after refusalTTL. The key names the digest
+// and everything the verdict depends on: each requirement's predicate type, condition and
+// signers' trust. Errors are never kept.
 func Cached(ctx context.Context, cache *verify.Cache, now time.Time, ref string, reqs []Requirement) (Verdict, error) {
-	if cache == nil {
+	if cache == nil || len(reqs) == 0 {
 		return Check(ctx, ref, reqs)
 	}
+	// Each field length-prefixed: no choice of conditions can make two requirement lists hash alike.
 	h := sha256.New()
 	for _, r := range reqs {
 		cond := ""
 		if r.Condition != nil {
 			cond = r.Condition.String()
 		}
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", r.PredicateType, cond, r.Signers.Fingerprint())
+		for _, field := range []string{r.PredicateType, cond, r.Signers.Fingerprint()} {
+			fmt.Fprintf(h, "%d:%s", len(field), field)
+		}
 	}
 	key := ref + "#attestations#" + hex.EncodeToString(h.Sum(nil))
 	if v, ok := cache.Recall(key, now); ok && v.Verified {
 		return Verdict{Passed: true, Message: v.Message}, nil
 	}
+	state, err := reqs[0].Signers.AttestationsState(ctx, ref)
+	if err != nil {
+		return Verdict{}, err
+	}
+	refusedKey := key + "#refused#" + state
+	if v, ok := cache.Recall(refusedKey, now); ok {
+		return Verdict{Reason: v.Reason, Message: v.Message}, nil
+	}
 	verdict, err := Check(ctx, ref, reqs)
-	if err == nil && verdict.Passed {
+	switch {
+	case err != nil:
+	case verdict.Passed:
 		cache.Remember(key, verify.Verdict{Verified: true, Message: verdict.Message}, time.Time{})
+	default:
+		cache.Remember(refusedKey, verify.Verdict{Reason: verdict.Reason, Message: verdict.Message}, now.Add(refusalTTL))
 	}
 	return verdict, err
 }
+
+// refusalTTL bounds how long a refusal is kept even while nothing attached changes (a keyless
+// trusted root renewed, a clock that moved).
+const refusalTTL = 10 * time.Minute

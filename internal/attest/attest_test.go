@@ -511,9 +511,10 @@ func TestPredicateTypeURI(t *testing.T) {
 	g.Expect(attest.PredicateTypeURI("https://example.com/p/v1")).To(Equal("https://example.com/p/v1"))
 }
 
-// Cached keeps passes only, under a key of everything the verdict depends on: a refusal is asked
-// again (an attestation attached a moment later counts at once), a pass is not (no registry
-// request), and a pass under one condition or one trust says nothing of another.
+// Cached keeps a pass, and a refusal while what is attached stays the same, under a key of
+// everything the verdict depends on: an attestation attached a moment later counts at once; a
+// kept pass costs no registry request and a kept refusal no attestation read; a pass under one
+// condition, one trust or one digest says nothing of another.
 func TestCached(t *testing.T) {
 	g := NewWithT(t)
 	var requests atomic.Int64
@@ -528,38 +529,46 @@ func TestCached(t *testing.T) {
 		return []attest.Requirement{requirement(t, spdx, condition, v)}
 	}
 	ours := reqOf(`predicate.name == "app"`, builder)
-
-	got, err := attest.Cached(t.Context(), cache, now, ref, ours)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationMissing))
-	verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(ref), spdx, sbom(1)))
-
-	t.Run("a refusal is asked again", func(t *testing.T) {
-		got, err := attest.Cached(t.Context(), cache, now, ref, ours)
+	cached := func(t *testing.T, ref string, reqs []attest.Requirement) (attest.Verdict, int64) {
+		before := requests.Load()
+		got, err := attest.Cached(t.Context(), cache, now, ref, reqs)
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		return got, requests.Load() - before
+	}
+
+	t.Run("a refusal while nothing is attached", func(t *testing.T) {
+		got, _ := cached(t, ref, ours)
+		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationMissing))
+	})
+	verifytest.AttestBundle(t, t.Context(), ref, builder, verifytest.Statement(t, digestOf(ref), spdx, sbom(1)))
+	t.Run("an attestation attached since counts at once", func(t *testing.T) {
+		got, _ := cached(t, ref, ours)
 		NewWithT(t).Expect(got.Passed).To(BeTrue(), got.Message)
 	})
 	t.Run("a pass is kept: no registry request", func(t *testing.T) {
-		before := requests.Load()
-		got, err := attest.Cached(t.Context(), cache, now, ref, ours)
-		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		got, n := cached(t, ref, ours)
 		NewWithT(t).Expect(got.Passed).To(BeTrue())
 		NewWithT(t).Expect(got.Message).To(ContainSubstring("meets predicate.name"))
-		NewWithT(t).Expect(requests.Load()).To(Equal(before))
+		NewWithT(t).Expect(n).To(BeZero())
 	})
+	var first int64
 	t.Run("another condition is judged afresh", func(t *testing.T) {
-		got, err := attest.Cached(t.Context(), cache, now, ref, reqOf(`predicate.name == "other"`, builder))
-		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		var got attest.Verdict
+		got, first = cached(t, ref, reqOf(`predicate.name == "other"`, builder))
 		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationRefused))
 	})
+	t.Run("a refusal is kept while nothing attached changes: the attestation is not read again", func(t *testing.T) {
+		got, n := cached(t, ref, reqOf(`predicate.name == "other"`, builder))
+		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationRefused))
+		NewWithT(t).Expect(got.Message).To(ContainSubstring("does not meet the condition"))
+		NewWithT(t).Expect(n).To(BeNumerically("<", first), "the state reads only, not the bundle")
+	})
 	t.Run("another trust is judged afresh", func(t *testing.T) {
-		got, err := attest.Cached(t.Context(), cache, now, ref, reqOf(`predicate.name == "app"`, other))
-		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		got, _ := cached(t, ref, reqOf(`predicate.name == "app"`, other))
 		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationRefused))
 	})
 	t.Run("another digest is judged afresh", func(t *testing.T) {
-		got, err := attest.Cached(t.Context(), cache, now, verifytest.PushRandomImage(t, host+"/team/app", "v2"), ours)
-		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		got, _ := cached(t, verifytest.PushRandomImage(t, host+"/team/app", "v2"), ours)
 		NewWithT(t).Expect(got.Reason).To(Equal(stagecoachv1.ReasonAttestationMissing))
 	})
 }

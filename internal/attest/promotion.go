@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -27,7 +29,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
 )
 
@@ -35,7 +36,8 @@ import (
 const PromotionPredicateType = "https://stagecoach.dev/attestation/promotion/v1"
 
 // PromotionAnnotation on the referrer manifest names the Promotion an attestation is of
-// (<namespace>/<name>/<uid>), so that attaching it again after a crash finds it there.
+// (<namespace>/<name>/<uid>), for people and tools listing referrers; Find goes by the signed
+// statement, not by it.
 const PromotionAnnotation = "dev.stagecoach.promotion"
 
 // Promotion is the predicate of a promotion attestation: which Stage of which cluster verified
@@ -48,11 +50,13 @@ type Promotion struct {
 	Stage       string `json:"stage"`
 	Service     string `json:"service"`
 	Environment string `json:"environment"`
-	// Promotion is the Promotion's name, Action its spec.action (Promote or Rollback).
-	Promotion   string  `json:"promotion"`
-	Action      string  `json:"action"`
-	Version     Version `json:"version"`
-	RequestedBy string  `json:"requestedBy,omitempty"`
+	// Promotion is the Promotion's name, PromotionUID its UID, Action its spec.action (Promote
+	// or Rollback).
+	Promotion    string  `json:"promotion"`
+	PromotionUID string  `json:"promotionUID"`
+	Action       string  `json:"action"`
+	Version      Version `json:"version"`
+	RequestedBy  string  `json:"requestedBy,omitempty"`
 	// Gates are the verdicts of every gate the Promotion passed.
 	Gates []Gate `json:"gates"`
 	// Landed is the engine's proof that the version runs, and when.
@@ -141,11 +145,15 @@ func LoadSigner(privatePEM, password []byte) (*Signer, error) {
 	return NewSigner(sv)
 }
 
-// NewSigner wraps a loaded ECDSA P-256 signer (what cosign generates).
+// NewSigner wraps a loaded ECDSA P-256 signer (what `cosign generate-key-pair` makes): the
+// bundle names its algorithm, so another key type is refused rather than mislabelled.
 func NewSigner(sv signature.SignerVerifier) (*Signer, error) {
 	pub, err := sv.PublicKey()
 	if err != nil {
 		return nil, fmt.Errorf("attestation key has no public key: %w", err)
+	}
+	if ec, ok := pub.(*ecdsa.PublicKey); !ok || ec.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("attestation key is a %T, not the ECDSA P-256 key `cosign generate-key-pair` makes: generate one", pub)
 	}
 	pemBytes, err := cryptoutils.MarshalPublicKeyToPEM(pub)
 	if err != nil {
@@ -200,23 +208,21 @@ func (k keypair) SignData(_ context.Context, data []byte) ([]byte, []byte, error
 	return sig, sum[:], nil
 }
 
-// Attached finds the referrer of digest that carries the attestation of promotionKey; "" when
-// there is none. Errors are registry errors.
-func Attached(d name.Digest, promotionKey string, ropts []remote.Option) (string, error) {
-	idx, err := remote.Referrers(d, ropts...)
+// Find returns the referrer carrying the promotion attestation of the Promotion with uid in
+// namespace, signed by a key v trusts (the controller's): "" when there is none. A referrer that
+// only says so in its annotations, or is signed by another key, is not it. Errors are registry
+// errors.
+func Find(ctx context.Context, v *verify.Verifier, ref, namespace, uid string) (string, error) {
+	found, err := v.Attestations(ctx, ref, PromotionPredicateType)
 	if err != nil {
-		if ociclient.IsNotFound(err) {
-			return "", nil
+		return "", err
+	}
+	for _, a := range found.Verified {
+		var st struct {
+			Predicate Promotion `json:"predicate"`
 		}
-		return "", err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return "", err
-	}
-	for _, desc := range im.Manifests {
-		if desc.Annotations[PromotionAnnotation] == promotionKey {
-			return desc.Digest.String(), nil
+		if a.Referrer != "" && json.Unmarshal(a.Statement, &st) == nil && st.Predicate.Namespace == namespace && st.Predicate.PromotionUID == uid {
+			return a.Referrer, nil
 		}
 	}
 	return "", nil
@@ -224,11 +230,11 @@ func Attached(d name.Digest, promotionKey string, ropts []remote.Option) (string
 
 // Attach pushes the signed bundle as a Sigstore bundle referrer of digest, as cosign v3 attaches
 // attestations (so cosign verify-attestation and admission policies find it), annotated with its
-// predicate type and the Promotion it is of. It returns the referrer manifest's digest.
-func Attach(d name.Digest, bundleJSON []byte, promotionKey string, created time.Time, ropts []remote.Option) (string, error) {
+// predicate type and the Promotion it is of.
+func Attach(d name.Digest, bundleJSON []byte, promotionKey string, created time.Time, ropts []remote.Option) error {
 	mediaType, err := sgbundle.MediaTypeString("0.3")
 	if err != nil {
-		return "", err
+		return err
 	}
 	annotations := map[string]string{
 		"org.opencontainers.image.created":  created.UTC().Format(time.RFC3339),
@@ -237,8 +243,5 @@ func Attach(d name.Digest, bundleJSON []byte, promotionKey string, created time.
 		PromotionAnnotation:                 promotionKey,
 	}
 	layer := static.NewLayer(bundleJSON, types.MediaType(mediaType))
-	if err := ociremote.WriteReferrer(d, mediaType, []v1.Layer{layer}, annotations, ociremote.WithRemoteOptions(ropts...)); err != nil {
-		return "", err
-	}
-	return Attached(d, promotionKey, ropts)
+	return ociremote.WriteReferrer(d, mediaType, []v1.Layer{layer}, annotations, ociremote.WithRemoteOptions(ropts...))
 }

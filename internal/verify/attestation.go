@@ -3,7 +3,9 @@ package verify
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +32,10 @@ import (
 // rather than read into memory.
 const MaxAttestationSize = 16 << 20
 
+// MaxAttestationsRead bounds how many referrers, and how many entries of the .att tag, are read
+// for one digest: a digest with more is judged on the first ones, and the rest are refused unread.
+const MaxAttestationsRead = 64
+
 // Annotations cosign writes beside attestations, naming their predicate type; when present, an
 // attestation of another type is passed over without being read.
 const (
@@ -47,6 +53,8 @@ type Attestation struct {
 	Format string
 	// What names it for messages, such as "bundle sha256:…".
 	What string
+	// Referrer is the digest of the referrer manifest that carries it (bundles only).
+	Referrer string
 	// KeyID of the trusted key that verified it; Signer, for keyless, who signed.
 	KeyID  string
 	Signer *Signer
@@ -155,6 +163,7 @@ func (s *attestationSearch) bundles(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot read referrers of %s: %w", s.d.DigestStr(), ociclient.ClassifyError(repo, err))
 	}
+	read := 0
 	for _, desc := range im.Manifests {
 		switch {
 		case strings.HasPrefix(desc.ArtifactType, bundleArtifactTypePrefix), desc.ArtifactType == "", desc.ArtifactType == emptyConfigMediaType:
@@ -165,13 +174,22 @@ func (s *attestationSearch) bundles(ctx context.Context) error {
 			continue
 		}
 		what := "bundle " + desc.Digest.String()
+		if read++; read > MaxAttestationsRead {
+			s.refuse(FormatBundle, what, FailureForm, nil, fmt.Errorf("beyond the first %d referrers read for one digest: not read", MaxAttestationsRead))
+			continue
+		}
 		raw, ok, err := s.readBundleLayer(s.d.Context().Digest(desc.Digest.String()))
 		switch {
 		case errors.Is(err, errTooLarge):
 			s.refuse(FormatBundle, what, FailureForm, nil, s.tooLarge())
 			continue
-		case err != nil:
+		case err != nil && ociclient.IsInfrastructure(err):
 			return fmt.Errorf("cannot read %s of %s: %w", what, s.d.DigestStr(), ociclient.ClassifyError(repo, err))
+		case err != nil:
+			// A listed referrer that is gone or unreadable is this referrer's refusal, not a
+			// reason to hold every version.
+			s.refuse(FormatBundle, what, FailureForm, nil, fmt.Errorf("unreadable: %w", ociclient.ClassifyError(repo, err)))
+			continue
 		case !ok:
 			continue
 		}
@@ -203,7 +221,7 @@ func (s *attestationSearch) bundles(ctx context.Context) error {
 			continue
 		}
 		s.found.Verified = append(s.found.Verified, Attestation{PredicateType: st.GetPredicateType(), Statement: env.GetPayload(),
-			Format: FormatBundle, What: what, KeyID: keyID, Signer: signer})
+			Format: FormatBundle, What: what, Referrer: desc.Digest.String(), KeyID: keyID, Signer: signer})
 	}
 	return nil
 }
@@ -266,6 +284,10 @@ func (s *attestationSearch) legacy(ctx context.Context) error {
 	}
 	for i, att := range list {
 		what := fmt.Sprintf("attestation %d in %s", i+1, tag.TagStr())
+		if i >= MaxAttestationsRead {
+			s.refuse(FormatLegacy, what, FailureForm, nil, fmt.Errorf("beyond the first %d entries read: not read", MaxAttestationsRead))
+			continue
+		}
 		if ann, err := att.Annotations(); err == nil {
 			if t, ok := ann[legacyPredicateTypeAnnotation]; ok && t != s.predicateType {
 				continue
@@ -405,4 +427,47 @@ func readAtMost(l v1.Layer, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	return raw, nil
+}
+
+// AttestationsState fingerprints what is attached to ref as attestations: the referrers the
+// registry lists and the .att tag's manifest. It changes when an attestation is attached or
+// removed, so a refusal reached under one state holds until it changes. Three registry reads,
+// no attestation downloaded.
+func (v *Verifier) AttestationsState(ctx context.Context, ref string) (string, error) {
+	d, err := name.NewDigest(ref, ociclient.NameOptions(v.opts.Insecure)...)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the attestations of %q: want repository@sha256:<digest>: %w", ref, err)
+	}
+	_, ropts, err := v.open(ctx, d)
+	if errors.Is(err, errImageNotFound) {
+		return "missing", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	repo := d.Context().Name()
+	h := sha256.New()
+	idx, err := remote.Referrers(d, ropts...)
+	switch {
+	case err == nil:
+		raw, err := idx.RawManifest()
+		if err != nil {
+			return "", fmt.Errorf("cannot read referrers of %s: %w", d.DigestStr(), ociclient.ClassifyError(repo, err))
+		}
+		h.Write(raw)
+	case !ociclient.IsNotFound(err):
+		return "", fmt.Errorf("cannot list referrers of %s: %w", d.DigestStr(), ociclient.ClassifyError(repo, err))
+	}
+	tag, err := ociremote.AttestationTag(d, ociremote.WithRemoteOptions(ropts...))
+	if err != nil {
+		return "", err
+	}
+	desc, err := remote.Head(tag, ropts...)
+	switch {
+	case err == nil:
+		h.Write([]byte("\x00" + desc.Digest.String()))
+	case !ociclient.IsNotFound(err):
+		return "", fmt.Errorf("cannot read %s: %w", tag, ociclient.ClassifyError(repo, err))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

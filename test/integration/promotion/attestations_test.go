@@ -186,12 +186,16 @@ func TestPromotionAttestationPushesOnlyAsItsAuthorMay(t *testing.T) {
 		name        string
 		author      *stagecoachv1.StageAuthor
 		grant       bool
+		upstream    bool // the attesting Stage takes a registry Stage's versions
 		wantWarning string // empty: attested
 	}{
 		{name: "no author", wantWarning: "names no spec.author, and the controller pushes with Secret push (spec.attest.secretRef) only as whoever set the Stage"},
 		{name: "an author who may not read the push Secret", author: &stagecoachv1.StageAuthor{User: "tina"},
 			wantWarning: "the Stage's author tina may not get Secret '%s/push' (spec.attest.secretRef)"},
 		{name: "an author who may read it", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true},
+		{name: "credentials for the upstream chain's repository, which this Stage does not name", author: &stagecoachv1.StageAuthor{User: "tina"},
+			grant: true, upstream: true,
+			wantWarning: "takes an upstream's versions, and spec.attest.secretRef goes only to a repository this Stage names: set spec.attest.repository"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -204,14 +208,29 @@ func TestPromotionAttestationPushesOnlyAsItsAuthorMay(t *testing.T) {
 			}
 			v1 := verifytest.PushRandomImage(t, reg.repo, "v1.0.0")
 			digest := v1[strings.Index(v1, "@")+1:]
-			app := newApplication(t, ns, "dev", ociSpec(ns))
-			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+			stage := "dev"
+			if tc.upstream {
+				head := newApplication(t, ns, "dev", ociSpec(ns))
+				newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+					s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+					s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
+				})
+				first := onlyPromotion(t, ns, "dev")
+				head.deploy(digest, false, "Succeeded", "Healthy")
+				eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+				stage = "staging"
+			}
+			app := newApplication(t, ns, stage, ociSpec(ns))
+			newStage(t, ns, stage, func(s *stagecoachv1.Stage) {
 				s.Spec.Author = tc.author
 				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: reg.repo, Interval: &metav1.Duration{Duration: time.Hour}}}
+				if tc.upstream {
+					s.Spec.Source = stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "dev"}}
+				}
 				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true}
 				s.Spec.Attest = &stagecoachv1.AttestPolicy{SecretRef: &stagecoachv1.LocalObjectReference{Name: "push"}}
 			})
-			p := onlyPromotion(t, ns, "dev")
+			p := onlyPromotion(t, ns, stage)
 			app.deploy(digest, false, "Succeeded", "Healthy")
 			eventuallyPhase(t, ns, p.Name, stagecoachv1.PhaseSucceeded)
 			if tc.wantWarning == "" {

@@ -16,8 +16,13 @@ func TestAttestationRequirements(t *testing.T) {
 	cases := []struct {
 		name    string
 		source  string
+		attest  string // spec.attest, when set
 		wantMsg string // empty: accepted
 	}{
+		{name: "attest with a repository over plain HTTP", source: fmt.Sprintf(upstream, `{predicateType: spdxjson, secretRef: {name: k}}`),
+			attest: `{repository: registry.internal/mirror/payments, insecure: true, secretRef: {name: push}}`},
+		{name: "attest insecure without a repository", source: fmt.Sprintf(upstream, `{predicateType: spdxjson, secretRef: {name: k}}`),
+			attest: `{insecure: true}`, wantMsg: "attest.insecure is for attest.repository"},
 		{name: "SLSA provenance signed keyless, with a condition", source: fmt.Sprintf(registry,
 			`{predicateType: slsaprovenance1, matchOIDCIdentity: [`+github+`], condition: 'predicate.runDetails.builder.id != ""'}`)},
 		{name: "a promotion attestation on an upstream source, signed with a key", source: fmt.Sprintf(upstream,
@@ -41,7 +46,7 @@ func TestAttestationRequirements(t *testing.T) {
 service: payments
 environment: dev
 applyRef: {kind: OCIRepository, name: payments}
-source: `+tc.source)
+source: `+tc.source+attestYAML(tc.attest))
 			err := env.Client.Create(t.Context(), obj)
 			if tc.wantMsg == "" {
 				g.Expect(err).NotTo(HaveOccurred())
@@ -52,4 +57,11 @@ source: `+tc.source)
 			g.Expect(err.Error()).To(ContainSubstring(tc.wantMsg))
 		})
 	}
+}
+
+func attestYAML(attest string) string {
+	if attest == "" {
+		return ""
+	}
+	return "\nattest: " + attest
 }
