@@ -186,7 +186,7 @@ func TestPromotionAttestationPushesOnlyAsItsAuthorMay(t *testing.T) {
 		name        string
 		author      *stagecoachv1.StageAuthor
 		grant       bool
-		upstream    bool // the attesting Stage takes a registry Stage's versions
+		upstream    bool   // the attesting Stage takes a registry Stage's versions
 		wantWarning string // empty: attested
 	}{
 		{name: "no author", wantWarning: "names no spec.author, and the controller pushes with Secret push (spec.attest.secretRef) only as whoever set the Stage"},
