@@ -1,12 +1,17 @@
 package attest_test
 
 import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	. "github.com/onsi/gomega"
+	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/stagecoach-dev/stagecoach/internal/attest"
 	"github.com/stagecoach-dev/stagecoach/internal/verify"
@@ -90,4 +95,57 @@ func TestSignerBundle(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(found.Verified).To(BeEmpty())
 	g.Expect(found.Refused).To(HaveLen(1))
+}
+
+// What counts as attached is a bundle the controller's key signed naming the Promotion's UID: a
+// referrer planted by someone who may push, annotated as that Promotion's or signed by another
+// key, is not it.
+func TestFind(t *testing.T) {
+	g := NewWithT(t)
+	controllerKey, planter := verifytest.NewKeyPair(t), verifytest.NewKeyPair(t)
+	host := newRegistryTB(t)
+	ref := verifytest.PushRandomImage(t, host+"/team/app", "v1")
+	d, err := name.NewDigest(ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	own, err := verify.New(verify.Options{Keys: [][]byte{controllerKey.PublicPEM}})
+	g.Expect(err).NotTo(HaveOccurred())
+	sign := func(kp verifytest.KeyPair, uid string) []byte {
+		signer, err := attest.NewSigner(kp.Signer)
+		g.Expect(err).NotTo(HaveOccurred())
+		st, err := attest.Statement(host+"/team/app", digestOf(ref), attest.Promotion{Namespace: "payments", Stage: "staging", PromotionUID: uid})
+		g.Expect(err).NotTo(HaveOccurred())
+		b, err := signer.Bundle(t.Context(), st)
+		g.Expect(err).NotTo(HaveOccurred())
+		return b
+	}
+	key := "payments/staging-1/uid-1"
+	// Planted: the right annotation, another key's signature.
+	g.Expect(attest.Attach(d, sign(planter, "uid-1"), key, time.Now(), nil)).To(Succeed())
+	found, err := attest.Find(t.Context(), own, ref, "payments", "uid-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeEmpty())
+	// The controller's own, of another Promotion.
+	g.Expect(attest.Attach(d, sign(controllerKey, "uid-2"), "payments/staging-2/uid-2", time.Now(), nil)).To(Succeed())
+	found, err = attest.Find(t.Context(), own, ref, "payments", "uid-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeEmpty())
+	// The controller's own, of this Promotion.
+	g.Expect(attest.Attach(d, sign(controllerKey, "uid-1"), key, time.Now(), nil)).To(Succeed())
+	found, err = attest.Find(t.Context(), own, ref, "payments", "uid-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(HavePrefix("sha256:"))
+	found2, err := attest.Find(t.Context(), own, ref, "team-b", "uid-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found2).To(BeEmpty(), "another namespace's Promotion")
+}
+
+// The bundle names the key's algorithm: a key other than P-256 is refused, not mislabelled.
+func TestSignerRefusesOtherKeys(t *testing.T) {
+	g := NewWithT(t)
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	g.Expect(err).NotTo(HaveOccurred())
+	sv, err := signature.LoadRSAPKCS1v15SignerVerifier(priv, crypto.SHA256)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = attest.NewSigner(sv)
+	g.Expect(err).To(MatchError(ContainSubstring("not the ECDSA P-256 key")))
 }
