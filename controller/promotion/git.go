@@ -54,6 +54,18 @@ func (g gitRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Promotio
 			return 0, err
 		}
 		obs = g.applier.Observe(run.obj, gitsource.Digest(at))
+		if obs.Phase == applier.Progressing {
+			// Argo CD compares each new commit of the branch, but syncs none that changes nothing
+			// of this Application: a comparison at a later commit that holds what was written
+			// stands for one at it (another Stage's promotion came right after).
+			if compared := g.applier.ComparedCommit(run.obj); compared != "" && compared != at {
+				if holds, err := g.holds(ctx, run, p, compared); err != nil {
+					return 0, err
+				} else if holds {
+					obs = g.applier.ObserveCompared(run.obj, gitsource.Digest(at), compared)
+				}
+			}
+		}
 	} else if g.spec.PullRequest != nil {
 		// Proposed, reviewed and merged on the forge first (pullrequest.go).
 		merged, requeue, err := g.pullRequest(ctx, run, p)
@@ -86,19 +98,29 @@ func (g gitRollout) landingCommit(ctx context.Context, run *Run, p *stagecoachv1
 	if synced == "" || synced == written {
 		return written, nil
 	}
-	req, problem, err := g.change(ctx, run, p)
-	if err != nil || problem != "" {
-		return written, err // the write would fail the same way: observe what was written
-	}
-	holds, err := run.r.GitWriter.Holds(ctx, req, synced, written)
+	holds, err := g.holds(ctx, run, p, synced)
 	if err != nil {
-		return "", fmt.Errorf("failed to tell whether commit %s of %s holds Promotion %s's commit %s: %w",
-			gitsource.Short(synced), g.spec.URL, p.Name, gitsource.Short(written), err)
+		return "", err
 	}
 	if holds {
 		return synced, nil
 	}
 	return written, nil
+}
+
+// holds tells whether commit, a later commit of the branch, still holds what the Promotion wrote.
+func (g gitRollout) holds(ctx context.Context, run *Run, p *stagecoachv1.Promotion, commit string) (bool, error) {
+	written := p.Status.Commit.SHA
+	req, problem, err := g.change(ctx, run, p)
+	if err != nil || problem != "" {
+		return false, err // the write would fail the same way: observe what was written
+	}
+	holds, err := run.r.GitWriter.Holds(ctx, req, commit, written)
+	if err != nil {
+		return false, fmt.Errorf("failed to tell whether commit %s of %s holds Promotion %s's commit %s: %w",
+			gitsource.Short(commit), g.spec.URL, p.Name, gitsource.Short(written), err)
+	}
+	return holds, nil
 }
 
 // apply writes the version to the branch once (a pull request's merge has written it already)

@@ -91,6 +91,13 @@ type Applier interface {
 	// that promotes by commit asks whether it holds the commit it pushed (a later commit on the
 	// branch, by another Stage, is synced instead of it).
 	SyncedCommit(obj *unstructured.Unstructured) string
+	// ComparedCommit is the Git commit (40 hex) the engine last compared the desired state at,
+	// when that can run ahead of the one it synced: Argo CD compares each new commit of the branch
+	// but starts no sync for one that changes nothing of the Application. "" for other kinds.
+	ComparedCommit(obj *unstructured.Unstructured) string
+	// ObserveCompared is Observe with the comparison at compared (a later commit that holds
+	// digest) standing for a comparison at digest. Only asked when ComparedCommit is not "".
+	ObserveCompared(obj *unstructured.Unstructured, digest, compared string) Observation
 }
 
 // VersionKind is what kind of version an applier or a source deals in.
@@ -141,6 +148,14 @@ func (Defaults) Takes(*unstructured.Unstructured) VersionKind { return OCIDigest
 
 // SyncedCommit implements Applier: the kind follows no branch.
 func (Defaults) SyncedCommit(*unstructured.Unstructured) string { return "" }
+
+// ComparedCommit implements Applier: the kind's comparison never runs ahead of its sync.
+func (Defaults) ComparedCommit(*unstructured.Unstructured) string { return "" }
+
+// ObserveCompared implements Applier: never asked of a kind without ComparedCommit.
+func (Defaults) ObserveCompared(_ *unstructured.Unstructured, digest, _ string) Observation {
+	return Observation{Phase: Progressing, Reason: stagecoachv1.ReasonWaitingForSync, Message: "waiting for " + digest}
+}
 
 // DigestAnnotation records, on an applier that is given a version's tag (a chart version), the
 // digest Stagecoach verified behind it: the object itself cannot say which digest it runs.

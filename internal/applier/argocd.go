@@ -236,6 +236,33 @@ func setEnv(env []any, name, value string) []any {
 // reconciled no earlier than the sync finished (health from before the sync proves nothing).
 // status.sync.revision alone is never proof: it moves on refresh while the old version still runs.
 func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string) Observation {
+	return a.observe(obj, digest, "")
+}
+
+// ObserveCompared implements Applier: Observe, with the comparison at compared (a later commit
+// of the branch that holds digest, which Argo CD compared without a sync: nothing of this
+// Application changed) standing for a comparison at digest. The sync operation must still have
+// applied digest itself.
+func (a ArgoCDApplication) ObserveCompared(obj *unstructured.Unstructured, digest, compared string) Observation {
+	return a.observe(obj, digest, compared)
+}
+
+// ComparedCommit implements Applier: the revision of the promoted plain Git source Argo CD last
+// compared (status.sync), which moves to each new commit of the branch without a sync.
+func (a ArgoCDApplication) ComparedCommit(obj *unstructured.Unstructured) string {
+	p, found := a.promotedSource(obj)
+	if !found || !p.git() {
+		return ""
+	}
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if rev := statusRevision(status, p, "sync"); commitPattern.MatchString(rev) && len(rev) == 40 {
+		return rev
+	}
+	return ""
+}
+
+// observe is Observe; compared, when set, is the comparison revision accepted for digest's.
+func (a ArgoCDApplication) observe(obj *unstructured.Unstructured, digest, compared string) Observation {
 	status, _, _ := unstructured.NestedMap(obj.Object, "status")
 	str := func(path ...string) string { s, _, _ := unstructured.NestedString(status, path...); return s }
 
@@ -284,7 +311,8 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 	syncStatus := str("sync", "status")
 	comparedAt := statusRevision(status, p, "sync")
 	var missing []string
-	if syncStatus != "Synced" || !revisionNames(comparedAt, revision) {
+	comparedOK := revisionNames(comparedAt, revision) || (compared != "" && revisionNames(comparedAt, syncedRevision(compared)))
+	if syncStatus != "Synced" || !comparedOK {
 		missing = append(missing, fmt.Sprintf("sync is %s at %q", syncStatus, comparedAt))
 	}
 	if health != "Healthy" {
@@ -302,8 +330,12 @@ func (a ArgoCDApplication) Observe(obj *unstructured.Unstructured, digest string
 			"operation Succeeded at chart %s %s (finished %s), Synced at it, Healthy, reconciled %s; Argo CD pins the chart version, not %s",
 			p.chart(), revision, finishedAt, reconciledAt, digest)}
 	}
+	syncedAt := digest
+	if !revisionNames(comparedAt, revision) {
+		syncedAt = fmt.Sprintf("%s, a later commit holding it", comparedAt)
+	}
 	return Observation{Phase: Landed, Reason: stagecoachv1.ReasonLanded, Message: fmt.Sprintf(
-		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, digest, reconciledAt)}
+		"operation Succeeded at %s (finished %s), Synced at %s, Healthy, reconciled %s", digest, finishedAt, syncedAt, reconciledAt)}
 }
 
 // SyncedCommit implements Applier: the revision of the promoted plain Git source that the last

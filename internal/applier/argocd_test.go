@@ -328,6 +328,27 @@ func TestArgoCDApplicationGitCommits(t *testing.T) {
 		})
 	}
 
+	// Another Stage's promotion to the same branch came right after: Argo CD synced the commit
+	// written (c1), then compared the later one (c2) without a sync, as nothing of this
+	// Application changed. The comparison at c2 stands for one at c1 only when asked
+	// (ObserveCompared: the controller checked c2 holds what was written).
+	t.Run("a comparison at a later commit holding the written one", func(t *testing.T) {
+		g := NewWithT(t)
+		a := ArgoCDApplication{Commits: true}
+		obj := appWithStatus(t, gitSpec, status(c1, c2, "Healthy", "2026-01-01T00:00:10Z"))
+		g.Expect(a.SyncedCommit(obj)).To(Equal(c1))
+		g.Expect(a.ComparedCommit(obj)).To(Equal(c2))
+		obs := a.Observe(obj, "sha1:"+c1)
+		g.Expect(obs.Phase).To(Equal(Progressing), obs.Message)
+		g.Expect(obs.Message).To(ContainSubstring(`sync is Synced at "` + c2 + `"`))
+		obs = a.ObserveCompared(obj, "sha1:"+c1, c2)
+		g.Expect(obs.Phase).To(Equal(Landed), obs.Message)
+		g.Expect(obs.Message).To(ContainSubstring(c2 + ", a later commit holding it"))
+		obs = a.ObserveCompared(obj, "sha1:"+c2, c2)
+		g.Expect(obs.Phase).To(Equal(Progressing), "the sync operation must have applied the version itself: "+obs.Message)
+		g.Expect(ArgoCDApplication{}.ComparedCommit(app(t, `spec: {source: {repoURL: oci://r/app, targetRevision: "`+d1+`"}}`))).To(BeEmpty())
+	})
+
 	t.Run("writes and reads the commit", func(t *testing.T) {
 		g := NewWithT(t)
 		a := ArgoCDApplication{Commits: true}
