@@ -236,7 +236,8 @@ func TestTakeoverAdoptsThenForeignWriteFreezes(t *testing.T) {
 	eventuallyCondition(t, ns, "payments", stagecoachv1.ConditionFrozen, metav1.ConditionFalse, "Unfrozen", "unfrozen by Promotion unfreeze")
 	eventuallyPhase(t, ns, "v2-again", stagecoachv1.PhaseRunning)
 	app.waitForRevision(digest(2), false)
-	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(2)))
+	// The write is counted once its Patch call returns, a moment after the API server shows it.
+	g.Eventually(ctl.revisionPatches.Load, timeout, interval).Should(Equal(int32(2)))
 	app.deploy(digest(2), false, "Succeeded", "Healthy")
 	eventuallyPhase(t, ns, "v2-again", stagecoachv1.PhaseSucceeded)
 }
