@@ -70,6 +70,9 @@ func (c *CheckRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, 
 		}
 		delete(c.runs, key)
 	}
+	if c.baseCtx.Err() != nil {
+		return nil, false // stopping: the next controller runs them
+	}
 	ctx := ctrl.LoggerInto(c.baseCtx, ctrl.Log.WithName("checks").WithValues("stage", stage.String(), "promotion", p.Name, "phase", in.Phase))
 	ctx, cancel := context.WithCancel(ctx)
 	run := &checkRun{stage: stage, uid: p.UID, cancel: cancel}
@@ -82,9 +85,16 @@ func (c *CheckRuns) poll(p *stagecoachv1.Promotion, stage types.NamespacedName, 
 		}
 		c.mu.Lock()
 		dropped := c.runs[key] != run
+		// Checks cut short because the controller is stopping decide nothing: their
+		// "gave up" is no verdict on the version, and a reconcile still finishing must not
+		// fail the Promotion with it. The next controller runs them again.
+		stopping := c.baseCtx.Err() != nil
+		if stopping && !dropped {
+			delete(c.runs, key)
+		}
 		run.done, run.results = true, results
 		c.mu.Unlock()
-		if !dropped {
+		if !dropped && !stopping {
 			c.wake([]reconcile.Request{{NamespacedName: stage}})
 		}
 	}()

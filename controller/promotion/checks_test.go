@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -123,6 +124,56 @@ func TestCheckRunsServeTakenResults(t *testing.T) {
 			}
 			g.Eventually(calls.Load, 5*time.Second).Should(Equal(tc.wantCalls))
 			g.Consistently(calls.Load, 200*time.Millisecond).Should(Equal(tc.wantCalls))
+		})
+	}
+}
+
+// Checks cut short because the controller stops are no verdict: a reconcile still finishing
+// polls and gets nothing (it must not fail the Promotion with "gave up"), nobody is woken, and
+// no new run starts while the controller stops.
+func TestCheckRunsStoppingDecidesNothing(t *testing.T) {
+	cases := []struct {
+		name string
+		// pollWhileStopped polls once more after the manager's context ended.
+		pollWhileStopped bool
+	}{
+		{name: "the run's results are dropped"},
+		{name: "a poll while stopping starts no run", pollWhileStopped: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var calls atomic.Int32
+			called := make(chan struct{}, 4)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				called <- struct{}{}
+				<-r.Context().Done()
+			}))
+			defer srv.Close()
+			manager, stop := context.WithCancel(t.Context())
+			var woken atomic.Int32
+			runs := &CheckRuns{runner: &check.Runner{AllowInternalTargets: true}, baseCtx: manager,
+				wake: func([]reconcile.Request) { woken.Add(1) }}
+			prod := types.NamespacedName{Namespace: "ns", Name: "prod"}
+			p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", UID: "p1"}}
+			checks := []stagecoachv1.Check{{Name: "slow", HTTP: &stagecoachv1.HTTPCheck{URL: srv.URL},
+				Timeout: &metav1.Duration{Duration: time.Minute}}}
+			in := check.Input{Stage: "prod", Phase: plugincheck.PhasePostApply}
+			_, done := runs.poll(p, prod, checks, in, time.Now())
+			g.Expect(done).To(BeFalse())
+			g.Eventually(called, 5*time.Second).Should(Receive())
+
+			stop()
+			g.Eventually(runs.size, 5*time.Second).Should(BeZero(), "the stopped run's results were kept")
+			if tc.pollWhileStopped {
+				results, done := runs.poll(p, prod, checks, in, time.Now())
+				g.Expect(done).To(BeFalse())
+				g.Expect(results).To(BeEmpty())
+				g.Expect(runs.size()).To(BeZero())
+			}
+			g.Consistently(func() int32 { return woken.Load() + calls.Load() }, 300*time.Millisecond).Should(Equal(int32(1)),
+				"a stopped run woke its Stage, or a new run started")
 		})
 	}
 }

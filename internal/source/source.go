@@ -34,3 +34,19 @@ func (o Offer) Newest() *plan.Candidate {
 type Source interface {
 	Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.Time) (Offer, error)
 }
+
+// blockedRetryFirst is how soon a source looks again after its first blocked look.
+const blockedRetryFirst = 5 * time.Second
+
+// NextLook is how long after a look a source looks again by itself: its interval, or sooner
+// while its looks are blocked (blocked counts them in a row): 5s after the first, doubling with
+// each, never later than the interval. What blocks a source is usually fixed outside the Stage
+// (a server back up, a Secret corrected, a branch pushed), and nothing reports that as an event:
+// an hourly interval must not make a one-off failure last an hour.
+func NextLook(interval time.Duration, blocked int) time.Duration {
+	if blocked <= 0 {
+		return interval
+	}
+	wait := blockedRetryFirst << min(blocked-1, 20)
+	return min(wait, interval)
+}

@@ -54,9 +54,11 @@ type listing struct {
 	requestedAt string
 	versions    []Version
 	block       *stagecoachv1.GateBlock
-	seen        map[string]time.Time
-	settings    settings
-	where       string
+	// blocked counts the looks in a row that ended in a block (source.NextLook).
+	blocked  int
+	seen     map[string]time.Time
+	settings settings
+	where    string
 }
 
 // Offer fetches the Stage's repository when due and offers the commits newer than what the Stage
@@ -69,8 +71,8 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	s.mu.Lock()
 	l, ok := s.listings[key]
 	s.mu.Unlock()
-	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(interval)) {
-		prev := l.seen
+	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(source.NextLook(interval, l.blocked))) {
+		prev, blocked := l.seen, l.blocked
 		l = listing{at: now, generation: stage.Generation, requestedAt: requestedAt}
 		var err error
 		if l.settings, l.block, err = s.settingsOf(ctx, stage); err != nil {
@@ -85,6 +87,8 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		l.seen = prev // a server that is down forgets nothing
 		if l.block == nil {
 			l.seen = firstSeen(prev, l.versions, stage.Status.Candidate, now)
+		} else {
+			l.blocked = blocked + 1
 		}
 		s.mu.Lock()
 		if s.listings == nil {
@@ -93,7 +97,7 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		s.listings[key] = l
 		s.mu.Unlock()
 	}
-	offer := source.Offer{Recheck: l.at.Add(interval).Sub(now), Block: l.block}
+	offer := source.Offer{Recheck: l.at.Add(source.NextLook(interval, l.blocked)).Sub(now), Block: l.block}
 	if l.block != nil {
 		return offer, nil
 	}
@@ -283,7 +287,7 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 		}
 		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s %s", set.url, what), nil
 	}
-	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (retried at the next interval): %v", set.url, err), nil
+	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (tried again within seconds, backing off to the interval): %v", set.url, err), nil
 }
 
 // repositoryKey names the clone of a URL fetched with a Secret of namespace: one namespace's

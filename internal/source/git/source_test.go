@@ -2,11 +2,14 @@ package git
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/source/git/gittest"
 )
 
 // A clone fetched with one namespace's Secret is never another namespace's, even under the same
@@ -48,4 +51,53 @@ func TestClonesPerCredentials(t *testing.T) {
 		s.Forget(b)
 		g.Expect(s.repos).To(BeEmpty())
 	})
+}
+
+// A look that ends in a block is tried again within seconds, backing off, not after the Stage's
+// interval: here the branch does not exist until it is pushed. Once a look succeeds, the
+// interval rules again.
+func TestBlockedLooksRetrySoon(t *testing.T) {
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.Commit("on main", map[string]string{"a": "0"}, nil)
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "config", Generation: 1},
+		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{
+			URL: srv.URL, Branch: "release", Insecure: true, Interval: &metav1.Duration{Duration: time.Hour}}}}}
+	s := &Source{}
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		name        string
+		after       time.Duration
+		push        bool
+		commit      bool
+		wantReason  string
+		wantCommits int
+		wantRecheck time.Duration
+	}{
+		{name: "no branch yet", wantReason: stagecoachv1.ReasonGitRefNotFound, wantRecheck: 5 * time.Second},
+		{name: "looked again after 5s, still none", after: 5 * time.Second, wantReason: stagecoachv1.ReasonGitRefNotFound, wantRecheck: 10 * time.Second},
+		{name: "pushed, but the block stands until the backoff passes", after: 14 * time.Second, push: true, commit: true,
+			wantReason: stagecoachv1.ReasonGitRefNotFound, wantRecheck: time.Second},
+		{name: "looked again after 10s more", after: 15 * time.Second, wantCommits: 2, wantRecheck: time.Hour},
+		// A commit pushed now is offered at the next interval, not before.
+		{name: "then the interval rules", after: 15*time.Second + 30*time.Minute, commit: true, wantCommits: 2, wantRecheck: 30 * time.Minute},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if step.push {
+				srv.Branch("release")
+			}
+			if step.commit {
+				srv.Commit(step.name, map[string]string{"a": step.name}, nil)
+			}
+			offer, err := s.Offer(t.Context(), stage, t0.Add(step.after))
+			g.Expect(err).NotTo(HaveOccurred())
+			if step.wantReason != "" {
+				g.Expect(offer.Block).To(HaveField("Reason", step.wantReason))
+			} else {
+				g.Expect(offer.Block).To(BeNil())
+			}
+			g.Expect(offer.Candidates).To(HaveLen(step.wantCommits))
+			g.Expect(offer.Recheck).To(Equal(step.wantRecheck))
+		})
+	}
 }

@@ -49,6 +49,8 @@ type listing struct {
 	requestedAt string
 	result      Result
 	block       *stagecoachv1.GateBlock
+	// blocked counts the looks in a row that ended in a block (source.NextLook).
+	blocked int
 	// seen is when each listed digest was first seen (soak counts from it), whole seconds, as
 	// status keeps them.
 	seen map[string]time.Time
@@ -62,8 +64,8 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	key := client.ObjectKeyFromObject(stage)
 	requestedAt := stage.Annotations[stagecoachv1.ReconcileRequestAnnotation]
 	l, ok := s.get(key)
-	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(interval)) {
-		prev := l.seen
+	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(source.NextLook(interval, l.blocked))) {
+		prev, blocked := l.seen, l.blocked
 		l = listing{at: now, generation: stage.Generation, requestedAt: requestedAt}
 		var err error
 		if l.result, l.block, err = s.list(ctx, stage); err != nil {
@@ -73,10 +75,12 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		s.forgetUnsigned(src)
 		if l.block == nil {
 			l.seen = firstSeen(prev, l.result.Candidates, stage.Status.Candidate, now)
+		} else {
+			l.blocked = blocked + 1
 		}
 		s.put(key, l)
 	}
-	offer := source.Offer{Recheck: l.at.Add(interval).Sub(now), Block: l.block}
+	offer := source.Offer{Recheck: l.at.Add(source.NextLook(interval, l.blocked)).Sub(now), Block: l.block}
 	if l.block != nil {
 		return offer, nil
 	}

@@ -55,3 +55,50 @@ func TestOfferFirstSeen(t *testing.T) {
 	g.Expect(firstSeenAt(restarted, afterRestart)).To(Equal(map[string]time.Time{
 		"v1.0.0": recorded.Time, "v1.1.0": afterRestart.Truncate(time.Second)}))
 }
+
+// A look that ends in a block (here: the repository is not there yet) is tried again within
+// seconds, backing off, not after the Stage's interval; once a look succeeds the interval rules.
+func TestBlockedLooksRetrySoon(t *testing.T) {
+	reg := newTestRegistry(t, nil)
+	repo := reg.repo("team/later")
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "app"},
+		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+			Repository: repo, Interval: &metav1.Duration{Duration: time.Hour}}}}}
+	src := &Source{Lister: &Lister{}}
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		name        string
+		after       time.Duration
+		push        string
+		wantReason  string
+		wantTags    []string
+		wantRecheck time.Duration
+	}{
+		{name: "no repository yet", wantReason: stagecoachv1.ReasonRepositoryNotFound, wantRecheck: 5 * time.Second},
+		{name: "looked again after 5s, still none", after: 5 * time.Second, wantReason: stagecoachv1.ReasonRepositoryNotFound, wantRecheck: 10 * time.Second},
+		{name: "pushed, but the block stands until the backoff passes", after: 14 * time.Second, push: "v1.0.0",
+			wantReason: stagecoachv1.ReasonRepositoryNotFound, wantRecheck: time.Second},
+		{name: "looked again after 10s more", after: 15 * time.Second, wantTags: []string{"v1.0.0"}, wantRecheck: time.Hour},
+		{name: "then the interval rules", after: 15*time.Second + 30*time.Minute, push: "v1.1.0", wantTags: []string{"v1.0.0"}, wantRecheck: 30 * time.Minute},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if step.push != "" {
+				reg.push(t, repo, step.push)
+			}
+			offer, err := src.Offer(t.Context(), stage, t0.Add(step.after))
+			g.Expect(err).NotTo(HaveOccurred())
+			if step.wantReason != "" {
+				g.Expect(offer.Block).To(HaveField("Reason", step.wantReason))
+			} else {
+				g.Expect(offer.Block).To(BeNil())
+			}
+			var tags []string
+			for _, c := range offer.Candidates {
+				tags = append(tags, c.Tag)
+			}
+			g.Expect(tags).To(Equal(step.wantTags))
+			g.Expect(offer.Recheck).To(Equal(step.wantRecheck))
+		})
+	}
+}
