@@ -606,7 +606,11 @@ type AttestationRequirement struct {
 	TrustedRoot *TrustedRootSource `json:"trustedRoot,omitempty"`
 }
 
-// UpstreamRecordsSource follows another Stage through its signed records.
+// UpstreamRecordsSource follows another Stage through its signed records. The upstream's versions
+// are OCI digests (checked in applyRepository) or, with gitRepository, Git commits of a config
+// repository (checked there): a Stage says which it takes.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.applyRepository) && has(self.gitRepository))",message="upstreamRecords sets applyRepository (the upstream's versions are OCI digests) or gitRepository (they are Git commits), not both"
 type UpstreamRecordsSource struct {
 	// Repository holds the records, for example registry.example/delivery/streams.
 	// +kubebuilder:validation:MinLength=1
@@ -629,6 +633,13 @@ type UpstreamRecordsSource struct {
 	// +optional
 	ApplyRepository string `json:"applyRepository,omitempty"`
 
+	// GitRepository makes this Stage take Git commits: the upstream's versions are commits
+	// (sha1:<SHA>) of a config repository, and each one the records offer must be on a branch of
+	// this repository, the one this Stage's applier fetches (the upstream's, or a mirror).
+	// Fetched with secretRef's credentials only when the Stage's author may read that Secret.
+	// +optional
+	GitRepository *GitRepositoryReference `json:"gitRepository,omitempty"`
+
 	// MaxAge bounds how old the newest trusted record of the stream may be. A repository (or a
 	// mirror) that stops showing the upstream's newest records would hide a failure recorded
 	// there; with maxAge set, a stream whose newest trusted record is older is refused (the
@@ -640,6 +651,26 @@ type UpstreamRecordsSource struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="maxAge must be a duration such as 24h or 168h"
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// GitRepositoryReference is a Git repository a Stage reads, and how.
+//
+// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('http://') || self.insecure",message="gitRepository.url uses plain http: use https, or set insecure: true for a server you trust on your network"
+type GitRepositoryReference struct {
+	// URL of the repository: https://, ssh:// or (with insecure) http://.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^/]+/.+')",message="gitRepository.url must be an https://, ssh:// or http:// URL of a repository, for example https://git.example/org/config.git"
+	// +required
+	URL string `json:"url"`
+
+	// SecretRef names a Secret in the Stage's namespace with the credentials, in the format of
+	// source.git.secretRef.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Insecure allows plain HTTP.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // PromotionPolicy holds the gates before apply.

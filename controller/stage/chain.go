@@ -29,7 +29,7 @@ func (r *Reconciler) versionKindOf(ctx context.Context, stage *stagecoachv1.Stag
 	cur := stage
 	for range 16 {
 		switch src := cur.Spec.Source; {
-		case src.Git != nil:
+		case src.Git != nil, src.UpstreamRecords != nil && src.UpstreamRecords.GitRepository != nil:
 			return applier.GitCommits, true
 		case src.Registry != nil, src.UpstreamRecords != nil:
 			return applier.OCIDigests, true

@@ -351,6 +351,9 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 	if r.GitWriter == nil {
 		r.GitWriter = gitwrite.New()
 	}
+	if r.Follower != nil {
+		r.Follower.Commits = r.upstreamCommit
+	}
 	return &promotion.Runner{
 		Client: r.Client, APIReader: r.APIReader, Identity: r.Identity, Events: r.Events, FluxEvents: r.FluxEvents,
 		Clock: r.Clock, ClusterFreezeNamespace: r.ClusterFreezeNamespace, ServerVersion: r.ServerVersion, Observer: r.Observer,

@@ -16,6 +16,7 @@ import (
 	fluxgit "github.com/fluxcd/pkg/git"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
@@ -136,6 +137,17 @@ func hashedMatches(hashed, address string) bool {
 type repository struct {
 	mu   sync.Mutex
 	repo *gogit.Repository
+}
+
+// has says whether the clone holds commit (40 hex digits).
+func (r *repository) has(commit string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.repo == nil {
+		return false
+	}
+	_, err := r.repo.CommitObject(plumbing.NewHash(commit))
+	return err == nil
 }
 
 // fetch brings refspecs from url into the clone (creating it on first use); force-pushed refs

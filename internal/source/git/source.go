@@ -7,6 +7,7 @@ package git
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -261,7 +262,10 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 	}
 	repo := s.repository(stage.Namespace, set)
 	refspec := "+refs/tags/*:refs/tags/*"
-	if set.branch != "" {
+	switch {
+	case set.allBranches:
+		refspec = "+refs/heads/*:refs/heads/*"
+	case set.branch != "":
 		refspec = fmt.Sprintf("+refs/heads/%[1]s:refs/heads/%[1]s", set.branch)
 	}
 	fetchCtx, cancel := context.WithTimeout(ctx, fetchTimeout)
@@ -282,12 +286,43 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 		return nil, sourceBlock(stagecoachv1.ReasonGitUnauthorized, "%s refused to serve the repository (or it does not exist): %s; %v", set.url, fix, err), nil
 	case errors.Is(err, ErrRefNotFound):
 		what := "has no tags"
+		if set.allBranches {
+			what = "has no branches"
+		}
 		if set.branch != "" {
 			what = "has no branch " + set.branch + ": fix " + set.field("branch", "spec.ref.branch")
 		}
 		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s %s", set.url, what), nil
 	}
 	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (tried again within seconds, backing off to the interval): %v", set.url, err), nil
+}
+
+// HasCommit says whether the commit of digest (sha1:<SHA>) is on a branch of the repository ref names, fetched (every branch,
+// incrementally, into the clone of that URL and Secret) with the credentials of ref.secretRef in
+// namespace; field names ref in messages. It returns a problem for people ("" when the commit is
+// there), or an error to retry. A commit once found is not fetched for again.
+func (s *Source) HasCommit(ctx context.Context, namespace string, ref *stagecoachv1.GitRepositoryReference, field, digest string) (string, error) {
+	commit := Commit(digest)
+	if _, err := hex.DecodeString(commit); err != nil || commit == "" {
+		return fmt.Sprintf("%s is not a Git commit (sha1:<40 hex>), and %s takes Git commits", digest, field), nil
+	}
+	set := settings{url: ref.URL, secretRef: ref.SecretRef, origin: field, allBranches: true}
+	repo := s.repository(namespace, set)
+	if repo.has(commit) {
+		return "", nil
+	}
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}}
+	if _, block, err := s.fetch(ctx, stage, set); err != nil || block != nil {
+		if block != nil {
+			return block.Message, nil
+		}
+		return "", err
+	}
+	if !repo.has(commit) {
+		return fmt.Sprintf("commit %s is on no branch of %s (%s): push it there, or name a repository (or mirror) that has the upstream's commits",
+			Short(commit), ref.URL, field), nil
+	}
+	return "", nil
 }
 
 // repositoryKey names the clone of a URL fetched with a Secret of namespace: one namespace's
@@ -420,6 +455,8 @@ type settings struct {
 	origin string
 	// followed: read from a GitRepository (spec.source.git.sourceRef).
 	followed bool
+	// allBranches fetches every branch (a commit is looked up on any of them).
+	allBranches bool
 }
 
 // field names a setting where a person fixes it: in the Stage, or in the GitRepository it follows.
@@ -427,7 +464,7 @@ func (set settings) field(stageField, repositoryField string) string {
 	if set.followed {
 		return repositoryField + " of " + set.origin
 	}
-	return "spec.source.git." + stageField
+	return set.origin + "." + stageField
 }
 
 var gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}

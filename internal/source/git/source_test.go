@@ -1,6 +1,7 @@
 package git
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,46 @@ func TestBlockedLooksRetrySoon(t *testing.T) {
 			}
 			g.Expect(offer.Candidates).To(HaveLen(step.wantCommits))
 			g.Expect(offer.Recheck).To(Equal(step.wantRecheck))
+		})
+	}
+}
+
+// A commit another cluster's records offer must be on a branch of the repository the Stage
+// names: found on any branch (fetched once, then remembered), or a problem naming the field and
+// the fix.
+func TestHasCommit(t *testing.T) {
+	srv := gittest.NewServer(t, gittest.Options{})
+	onMain := srv.Commit("on main", map[string]string{"a": "1"}, nil)
+	srv.Branch("release")
+	onRelease := srv.Commit("on release", map[string]string{"a": "2"}, nil)
+	const field = "spec.source.upstreamRecords.gitRepository"
+	s := &Source{}
+	ref := &stagecoachv1.GitRepositoryReference{URL: srv.URL, Insecure: true}
+	for _, tc := range []struct {
+		name        string
+		ref         *stagecoachv1.GitRepositoryReference
+		digest      string
+		wantProblem string
+	}{
+		{name: "on main", ref: ref, digest: Digest(onMain)},
+		{name: "on another branch", ref: ref, digest: Digest(onRelease)},
+		{name: "on no branch", ref: ref, digest: Digest(strings.Repeat("ab", 20)),
+			wantProblem: "commit abababa is on no branch of " + srv.URL + " (" + field + "): push it there"},
+		{name: "an OCI digest", ref: ref, digest: "sha256:" + strings.Repeat("0", 64),
+			wantProblem: "is not a Git commit (sha1:<40 hex>), and " + field + " takes Git commits"},
+		{name: "not hex", ref: ref, digest: "sha1:" + strings.Repeat("z", 40), wantProblem: "is not a Git commit"},
+		{name: "a server that is not there", ref: &stagecoachv1.GitRepositoryReference{URL: "http://127.0.0.1:1/config.git", Insecure: true},
+			digest: Digest(onMain), wantProblem: "cannot fetch http://127.0.0.1:1/config.git"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			problem, err := s.HasCommit(t.Context(), "prod", tc.ref, field, tc.digest)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tc.wantProblem == "" {
+				g.Expect(problem).To(BeEmpty())
+				return
+			}
+			g.Expect(problem).To(ContainSubstring(tc.wantProblem))
 		})
 	}
 }

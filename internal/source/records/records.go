@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,10 @@ type Source struct {
 	// RepositoryOf reads the Stage's apply repository from its applier when
 	// spec.source.upstreamRecords.applyRepository is empty; "" when it cannot tell.
 	RepositoryOf func(ctx context.Context, stage *stagecoachv1.Stage) string
+	// Commits says whether the commit of a digest (sha1:<SHA>) is on a branch of the Stage's
+	// spec.source.upstreamRecords.gitRepository, fetched as far as the Stage's author may: a
+	// problem for people, or "". Nil: this controller follows no streams of commits.
+	Commits func(ctx context.Context, stage *stagecoachv1.Stage, digest string) (string, error)
 
 	mu      sync.Mutex
 	follows map[types.NamespacedName]*follow
@@ -347,6 +352,16 @@ func versionOf(v records.Version) string {
 // inApplyRepository checks digest exists in the Stage's apply repository (one HEAD, remembered
 // once found). It returns a problem for people, or "".
 func (s *Source) inApplyRepository(ctx context.Context, stage *stagecoachv1.Stage, digest string) (string, error) {
+	if stage.Spec.Source.UpstreamRecords.GitRepository != nil {
+		if s.Commits == nil {
+			return fmt.Sprintf("%s is offered by the upstream's records, but this controller checks no Git repositories", digest), nil
+		}
+		return s.Commits(ctx, stage, digest)
+	}
+	if strings.HasPrefix(digest, "sha1:") {
+		return fmt.Sprintf("%s is a Git commit, and this Stage takes OCI digests: a Stage following a stream of commits names the Git repository its applier fetches, "+
+			"spec.source.upstreamRecords.gitRepository", digest), nil
+	}
 	repo := stage.Spec.Source.UpstreamRecords.ApplyRepository
 	if repo == "" && s.RepositoryOf != nil {
 		repo = s.RepositoryOf(ctx, stage)

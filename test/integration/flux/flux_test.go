@@ -342,6 +342,14 @@ func TestVersionKindMismatchIsNotReady(t *testing.T) {
 		{name: "an OCIRepository for Git commits", kind: "OCIRepository",
 			source:  stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main"}},
 			wantMsg: "takes Git commits from its source, and OCIRepository"},
+		{name: "an OCIRepository for another cluster's Stage of commits", kind: "OCIRepository",
+			source: stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{Repository: "registry.example/streams",
+				Stream: "cluster-a/config/staging", GitRepository: &stagecoachv1.GitRepositoryReference{URL: "https://git.example/org/config.git"}}},
+			wantMsg: "takes Git commits from its source, and OCIRepository"},
+		{name: "a GitRepository for another cluster's Stage of digests", kind: "GitRepository",
+			source: stagecoachv1.StageSource{UpstreamRecords: &stagecoachv1.UpstreamRecordsSource{Repository: "registry.example/streams",
+				Stream: "cluster-a/payments/staging", ApplyRepository: "registry.example/deploy/payments"}},
+			wantMsg: "takes OCI digests from its source, and GitRepository"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)

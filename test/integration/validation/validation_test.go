@@ -157,6 +157,21 @@ environment: prod
 applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config, set: [{path: /spec/ref/commit, value: "{{ .Revision }}"}]}
 completion: {observedCompletion: {succeeded: {key: 'status.conditions.#(type=="Ready").status', value: "True"}}}
 source: {git: {url: "https://git.example/org/config.git", semver: ">=1.0.0", paths: [overlays/prod]}}`},
+		{name: "records of commits and of digests at once", kind: "Stage", wantMsg: "upstreamRecords sets applyRepository (the upstream's versions are OCI digests) or gitRepository (they are Git commits), not both", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config}
+source: {upstreamRecords: {repository: registry.example/streams, stream: a/b/c, applyRepository: registry.example/app, gitRepository: {url: "https://git.example/org/config.git"}}}`},
+		{name: "records of commits over plain http", kind: "Stage", wantMsg: "gitRepository.url uses plain http: use https, or set insecure: true", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config}
+source: {upstreamRecords: {repository: registry.example/streams, stream: a/b/c, gitRepository: {url: "http://git.example/org/config.git"}}}`},
+		{name: "records of commits from something that is no URL", kind: "Stage", wantMsg: "gitRepository.url must be an https://, ssh:// or http:// URL", spec: `
+service: payments
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config}
+source: {upstreamRecords: {repository: registry.example/streams, stream: a/b/c, gitRepository: {url: "git.example:org/config.git"}}}`},
 		{name: "git over plain http", kind: "Stage", wantMsg: "git.url uses plain http: use https, or set insecure: true", spec: `
 service: payments
 environment: prod
@@ -387,6 +402,12 @@ promotion:
 verification: {progressDeadline: 10m, grace: 30s, checks: [{name: slo, plugin: {name: slo-check, sha256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}]}
 rollback: {automatic: true, limit: 1}
 dependsOn: [{stage: base, namespace: platform, version: ">=2.0.0"}]`},
+		{name: "stage following another cluster's Stage of commits", kind: "Stage", spec: `
+service: config
+environment: prod
+applyRef: {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: config}
+author: {user: alice}
+source: {upstreamRecords: {repository: registry.example/streams, stream: cluster-a/config/staging, gitRepository: {url: "https://git.example/org/config.git", secretRef: {name: git-credentials}}}}`},
 		{name: "stage promoting by pull request", kind: "Stage", spec: `
 service: payments
 environment: prod
