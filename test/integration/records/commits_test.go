@@ -50,8 +50,8 @@ func TestFollowAStageOfCommits(t *testing.T) {
 // lacks it), credentials its author may not read, and a commit offered to a Stage of OCI digests.
 func TestFollowingCommitsRefusals(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		prod    func(prod *stagecoachv1.Stage, upstream, mirror *gittest.Server)
+		name string
+		prod func(prod *stagecoachv1.Stage, upstream, mirror *gittest.Server)
 		// widgetWriter is granted writing Widgets in prod's namespace (what the applier needs).
 		widgetWriter string
 		wantMsg      []string
