@@ -74,30 +74,32 @@ func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.
 	return nil
 }
 
-// upstreamCommit says whether a commit a Stage's upstream records offer is on a branch of its
-// spec.source.upstreamRecords.gitRepository. Who may fetch through it: the controller reads the
-// credentials Secret it names only as the Stage's author, when they may get it themselves (a
-// SubjectAccessReview), since whoever sets the source sends them to the URL it names.
-func (r *Reconciler) upstreamCommit(ctx context.Context, stage *stagecoachv1.Stage, digest string) (string, error) {
-	const field = "spec.source.upstreamRecords.gitRepository"
-	ref := stage.Spec.Source.UpstreamRecords.GitRepository
-	if ref.SecretRef != nil {
-		author := stage.Spec.Author
-		if author == nil {
-			return fmt.Sprintf("Stage '%s' names no spec.author, and the controller fetches %s with Secret '%s' (%s.secretRef) only as whoever set the Stage's source, "+
-				"when they may read it themselves: set spec.author.user to your user name (kubectl auth whoami; admission checks it is you)",
-				stage.Name, ref.URL, ref.SecretRef.Name, field), nil
-		}
-		allowed, err := r.authors.May(ctx, r.Client, r.clock().Now(), author, "get", secretsResource, stage.Namespace, ref.SecretRef.Name)
-		if err != nil {
-			return "", err
-		}
-		if !allowed {
-			return fmt.Sprintf("the Stage's author %s may not get Secret '%s/%s' (%s.secretRef), so the controller does not fetch with it: grant %s get on that Secret, "+
-				"or have someone who may re-apply the Stage with spec.author naming them", authz.Describe(author), stage.Namespace, ref.SecretRef.Name, field, author.User), nil
-		}
+// authorMayRead says why the controller may not fetch a Git source (source.git, the GitRepository
+// it follows, upstreamRecords.gitRepository) with a credentials Secret, or "": only as the Stage's
+// author, when they may get it themselves (a SubjectAccessReview), since whoever sets the source
+// sends the credentials to the URL it names.
+func (r *Reconciler) authorMayRead(ctx context.Context, stage *stagecoachv1.Stage, secret, field string) (string, error) {
+	author := stage.Spec.Author
+	if author == nil {
+		return fmt.Sprintf("Stage '%s' names no spec.author, and the controller fetches with Secret '%s' (%s) only as whoever set the Stage's source, "+
+			"when they may read it themselves: set spec.author.user to your user name (kubectl auth whoami; admission checks it is you)",
+			stage.Name, secret, field), nil
 	}
-	return r.GitSource.HasCommit(ctx, stage.Namespace, ref, field, digest)
+	allowed, err := r.authors.May(ctx, r.Client, r.clock().Now(), author, "get", secretsResource, stage.Namespace, secret)
+	if err != nil {
+		return "", err
+	}
+	if !allowed {
+		return fmt.Sprintf("the Stage's author %s may not get Secret '%s/%s' (%s), so the controller does not fetch with it: grant %s get on that Secret, "+
+			"or have someone who may re-apply the Stage with spec.author naming them", authz.Describe(author), stage.Namespace, secret, field, author.User), nil
+	}
+	return "", nil
+}
+
+// upstreamCommit says whether a commit a Stage's upstream records offer is on a branch of its
+// spec.source.upstreamRecords.gitRepository (credentials as far as its author may: authorMayRead).
+func (r *Reconciler) upstreamCommit(ctx context.Context, stage *stagecoachv1.Stage, digest string) (string, error) {
+	return r.GitSource.HasCommit(ctx, stage, stage.Spec.Source.UpstreamRecords.GitRepository, "spec.source.upstreamRecords.gitRepository", digest)
 }
 
 // sampleDigest renders the value templates when a Stage is checked, before any version exists.

@@ -348,6 +348,9 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 	if r.GitSource == nil {
 		r.GitSource = &gitsource.Source{Reader: r.APIReader}
 	}
+	if r.GitSource.MayRead == nil {
+		r.GitSource.MayRead = r.authorMayRead
+	}
 	if r.GitWriter == nil {
 		r.GitWriter = gitwrite.New()
 	}

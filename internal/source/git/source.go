@@ -41,6 +41,11 @@ type Source struct {
 	// Reader reads the Stages' credential and key Secrets and the Flux GitRepositories they
 	// follow, live (the controller does not cache Secrets).
 	Reader client.Reader
+	// MayRead says why the Stage's author may not have the controller fetch with a credentials
+	// Secret the Stage names (field says where), or "" when they may: whoever sets a source sends
+	// its credentials to the URL it names, so they are used only as far as the author could read
+	// them. Nil: no check (tests of the source alone).
+	MayRead func(ctx context.Context, stage *stagecoachv1.Stage, secret, field string) (string, error)
 
 	mu       sync.Mutex
 	repos    map[string]*repository
@@ -242,6 +247,17 @@ func sourceBlock(reason, format string, args ...any) *stagecoachv1.GateBlock {
 func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set settings) (*repository, *stagecoachv1.GateBlock, error) {
 	var data map[string][]byte
 	if ref := set.secretRef; ref != nil {
+		// A followed GitRepository names its own URL and Secret: whoever wrote it already has
+		// source-controller fetch with them there, and the Stage adds no new destination.
+		if s.MayRead != nil && !set.followed {
+			why, err := s.MayRead(ctx, stage, ref.Name, set.field("secretRef", "spec.secretRef"))
+			if err != nil {
+				return nil, nil, err
+			}
+			if why != "" {
+				return nil, sourceBlock(stagecoachv1.ReasonAuthorForbidden, "%s", why), nil
+			}
+		}
 		secret := &corev1.Secret{}
 		if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
@@ -297,21 +313,21 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (tried again within seconds, backing off to the interval): %v", set.url, err), nil
 }
 
-// HasCommit says whether the commit of digest (sha1:<SHA>) is on a branch of the repository ref names, fetched (every branch,
-// incrementally, into the clone of that URL and Secret) with the credentials of ref.secretRef in
-// namespace; field names ref in messages. It returns a problem for people ("" when the commit is
-// there), or an error to retry. A commit once found is not fetched for again.
-func (s *Source) HasCommit(ctx context.Context, namespace string, ref *stagecoachv1.GitRepositoryReference, field, digest string) (string, error) {
+// HasCommit says whether the commit of digest (sha1:<SHA>) is on a branch of the repository ref
+// names, fetched (every branch, incrementally, into the clone of that URL and Secret) with the
+// credentials of ref.secretRef in the Stage's namespace, as far as its author may (MayRead); field
+// names ref in messages. It returns a problem for people ("" when the commit is there), or an
+// error to retry. A commit once found is not fetched for again.
+func (s *Source) HasCommit(ctx context.Context, stage *stagecoachv1.Stage, ref *stagecoachv1.GitRepositoryReference, field, digest string) (string, error) {
 	commit := Commit(digest)
 	if _, err := hex.DecodeString(commit); err != nil || commit == "" {
 		return fmt.Sprintf("%s is not a Git commit (sha1:<40 hex>), and %s takes Git commits", digest, field), nil
 	}
 	set := settings{url: ref.URL, secretRef: ref.SecretRef, origin: field, allBranches: true}
-	repo := s.repository(namespace, set)
+	repo := s.repository(stage.Namespace, set)
 	if repo.has(commit) {
 		return "", nil
 	}
-	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}}
 	if _, block, err := s.fetch(ctx, stage, set); err != nil || block != nil {
 		if block != nil {
 			return block.Message, nil

@@ -113,6 +113,7 @@ func TestHasCommit(t *testing.T) {
 	onRelease := srv.Commit("on release", map[string]string{"a": "2"}, nil)
 	const field = "spec.source.upstreamRecords.gitRepository"
 	s := &Source{}
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "config"}}
 	ref := &stagecoachv1.GitRepositoryReference{URL: srv.URL, Insecure: true}
 	for _, tc := range []struct {
 		name        string
@@ -132,7 +133,7 @@ func TestHasCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			problem, err := s.HasCommit(t.Context(), "prod", tc.ref, field, tc.digest)
+			problem, err := s.HasCommit(t.Context(), stage, tc.ref, field, tc.digest)
 			g.Expect(err).NotTo(HaveOccurred())
 			if tc.wantProblem == "" {
 				g.Expect(problem).To(BeEmpty())

@@ -164,7 +164,8 @@ func TestGitSourceTakesSignedTags(t *testing.T) {
 
 // What a person must fix about a git source blocks it with a reason naming the repository and the
 // fix, and nothing is promoted: wrong credentials, no credentials, a Secret that is not there, a
-// branch that does not exist, a server that is not there.
+// branch that does not exist, a server that is not there. Credentials are used only as far as
+// the Stage's author may read them: tried as an author who may not, and with no author.
 func TestGitSourceBadInput(t *testing.T) {
 	srv := gittest.NewServer(t, gittest.Options{Username: "ci", Password: "s3cret"})
 	srv.Commit("one", map[string]string{"a": "1"}, nil)
@@ -173,9 +174,19 @@ func TestGitSourceBadInput(t *testing.T) {
 		name       string
 		secret     map[string][]byte
 		mutate     func(*stagecoachv1.GitSource)
+		// author replaces the suite's admin as spec.author (nil: keep it); noAuthor leaves none,
+		// on an Argo CD Application (an applier that needs no author).
+		author     *stagecoachv1.StageAuthor
+		noAuthor   bool
 		wantReason string
 		wantParts  []string
 	}{
+		{name: "credentials the author may not read", secret: map[string][]byte{"username": []byte("ci"), "password": []byte("s3cret")},
+			author: &stagecoachv1.StageAuthor{User: "tina"}, wantReason: stagecoachv1.ReasonAuthorForbidden,
+			wantParts: []string{"the Stage's author tina may not get Secret", "/git-credentials' (spec.source.git.secretRef)", "does not fetch with it"}},
+		{name: "credentials and no author", secret: map[string][]byte{"username": []byte("ci"), "password": []byte("s3cret")},
+			noAuthor: true, wantReason: stagecoachv1.ReasonAuthorForbidden,
+			wantParts: []string{"names no spec.author, and the controller fetches with Secret 'git-credentials' (spec.source.git.secretRef)"}},
 		{name: "wrong credentials", secret: map[string][]byte{"username": []byte("ci"), "password": []byte("nope")},
 			wantReason: stagecoachv1.ReasonGitUnauthorized, wantParts: []string{"refused to serve the repository", "fix the credentials in Secret"}},
 		{name: "no credentials", mutate: func(src *stagecoachv1.GitSource) { src.SecretRef = nil },
@@ -193,13 +204,28 @@ func TestGitSourceBadInput(t *testing.T) {
 			ns := newNamespace(t)
 			g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-credentials"},
 				Data: tc.secret})).To(Succeed())
-			newWidget(t, ns, "dev", "dev")
-			newStage(t, ns, "dev", gitStage(srv, func(src *stagecoachv1.GitSource) {
-				src.SecretRef = &stagecoachv1.LocalObjectReference{Name: "git-credentials"}
-				if tc.mutate != nil {
-					tc.mutate(src)
+			if tc.noAuthor {
+				newApplication(t, ns, "dev", gitApplicationSpec(ns, srv.URL))
+			} else {
+				newWidget(t, ns, "dev", "dev")
+			}
+			if tc.author != nil {
+				grantWidgets(t, ns, tc.author.User)
+			}
+			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+				gitStage(srv, func(src *stagecoachv1.GitSource) {
+					src.SecretRef = &stagecoachv1.LocalObjectReference{Name: "git-credentials"}
+					if tc.mutate != nil {
+						tc.mutate(src)
+					}
+				})(s)
+				if tc.author != nil {
+					s.Spec.Author = tc.author
 				}
-			}))
+				if tc.noAuthor {
+					s.Spec.Author, s.Spec.ApplyRef, s.Spec.Completion = nil, stagecoachv1.ApplierReference{Kind: "Application", Name: "dev"}, nil
+				}
+			})
 			eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateSource, tc.wantParts...)
 			s := getStage(g, t.Context(), ns, "dev")
 			g.Expect(s.Status.Candidate.BlockedBy[0].Reason).To(Equal(tc.wantReason))
