@@ -171,9 +171,9 @@ func TestGitSourceBadInput(t *testing.T) {
 	srv.Commit("one", map[string]string{"a": "1"}, nil)
 	startController(t, nil)
 	for _, tc := range []struct {
-		name       string
-		secret     map[string][]byte
-		mutate     func(*stagecoachv1.GitSource)
+		name   string
+		secret map[string][]byte
+		mutate func(*stagecoachv1.GitSource)
 		// author replaces the suite's admin as spec.author (nil: keep it); noAuthor leaves none,
 		// on an Argo CD Application (an applier that needs no author).
 		author     *stagecoachv1.StageAuthor
