@@ -85,6 +85,9 @@ func (a applierRollout) step(ctx context.Context, run *Run, p *stagecoachv1.Prom
 	})
 }
 
+// lookAgainAfterApply is how soon a Stage is looked at after its applier was written.
+const lookAgainAfterApply = 2 * time.Second
+
 // advance takes the step plan.Progress decides from what the engine reports (obs): apply (once,
 // through apply, which says what the Promotion's message becomes), landed, wait, verify or fail.
 func (run *Run) advance(ctx context.Context, p *stagecoachv1.Promotion, obs applier.Observation, a applier.Applier,
@@ -99,8 +102,11 @@ func (run *Run) advance(ctx context.Context, p *stagecoachv1.Promotion, obs appl
 		}
 		run.markApplied(p, "")
 		p.Status.Message = message
-		// Look again by the deadline even if the engine never writes.
-		d.RequeueAfter = stage.GetProgressDeadline()
+		// Look again soon once, then by the deadline even if the engine never writes: the
+		// applier's event of this very write may be taken by a reconcile whose cache does not
+		// hold this status yet (it then finds the write done and changes nothing), and the
+		// engine may not write again for minutes.
+		d.RequeueAfter = min(stage.GetProgressDeadline(), lookAgainAfterApply)
 	case plan.StepLanded:
 		run.markLanded(p, d.Message)
 		p.Status.Message = d.Message

@@ -40,12 +40,24 @@ func TestProgressStep(t *testing.T) {
 		wantMessage  string
 		wantRevision string
 		wantStage    func(g Gomega, s *stagecoachv1.Stage)
+		// wantRequeue, when set, is how soon the Stage must be looked at again.
+		wantRequeue time.Duration
 	}{
-		{name: "a started promote is applied and recorded on the Stage",
+		{name: "a started promote is applied and recorded on the Stage, and looked at again soon",
 			fixture: stepFixture{stage: stepStage(verifiedV1), appRevision: digestV1,
 				promotions: []*stagecoachv1.Promotion{stepPromotion("p", stagecoachv1.ActionPromote, digestV2, running(nil, nil))}},
 			wantPhase: stagecoachv1.PhaseRunning, wantMessage: "applied v2.0.0@" + digestV2, wantRevision: digestV2,
-			wantStage: func(g Gomega, s *stagecoachv1.Stage) { g.Expect(s.Status.LastAppliedDigest).To(Equal(digestV2)) }},
+			wantStage:   func(g Gomega, s *stagecoachv1.Stage) { g.Expect(s.Status.LastAppliedDigest).To(Equal(digestV2)) },
+			wantRequeue: lookAgainAfterApply},
+		// A reconcile whose cache lacks the Promotion's applied status finds the applier written: it
+		// changes nothing, and must not leave the Stage unlooked at until the progress deadline
+		// (the applier's event of the write was its own).
+		{name: "a write found done is looked at again soon",
+			fixture: stepFixture{stage: stepStage(verifiedV1), appRevision: digestV2,
+				promotions: []*stagecoachv1.Promotion{stepPromotion("p", stagecoachv1.ActionPromote, digestV2, running(nil, nil))}},
+			wantPhase: stagecoachv1.PhaseRunning, wantMessage: "applied v2.0.0@" + digestV2, wantRevision: digestV2,
+			wantStage:   func(g Gomega, s *stagecoachv1.Stage) { g.Expect(s.Status.LastAppliedDigest).To(Equal(digestV2)) },
+			wantRequeue: lookAgainAfterApply},
 		{name: "a value someone else wrote freezes the Stage instead of being overwritten",
 			fixture: stepFixture{stage: stepStage(verifiedV1), appRevision: "sha256:" + "9999999999999999999999999999999999999999999999999999999999999999",
 				promotions: []*stagecoachv1.Promotion{stepPromotion("p", stagecoachv1.ActionPromote, digestV2, running(nil, nil))}},
@@ -102,9 +114,13 @@ func TestProgressStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			env := newStepEnv(t, tc.fixture)
-			_, err := env.run.progress(t.Context(), &env.run.promotions[0])
+			requeue, err := env.run.progress(t.Context(), &env.run.promotions[0])
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(env.run.commit(t.Context())).To(Succeed())
+			if tc.wantRequeue > 0 {
+				g.Expect(requeue).To(BeNumerically(">", 0))
+				g.Expect(requeue).To(BeNumerically("<=", tc.wantRequeue))
+			}
 			got := env.promotion(t, "p")
 			g.Expect(got.Status.Phase).To(Equal(tc.wantPhase))
 			g.Expect(got.Status.Message).To(ContainSubstring(tc.wantMessage))
