@@ -17,6 +17,7 @@ func (r *Runner) Orphans(ctx context.Context, stage client.ObjectKey) error {
 	if r.Observer != nil {
 		r.Observer.Forget(stage.Namespace, stage.Name) // a deleted Stage's series go with it
 	}
+	r.attestFailures.Delete(stage) // and its attestation backoff
 	promotions, err := List(ctx, r, stage)
 	if err != nil {
 		return fmt.Errorf("missing Stage: %w", err)
