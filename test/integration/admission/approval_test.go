@@ -142,3 +142,58 @@ func TestFreezeGuard(t *testing.T) {
 		})
 	}
 }
+
+// Only the controller writes a Promotion's status: someone who may patch promotions/status still
+// cannot mark a Promotion Succeeded (which the Stage's history, the Stages that follow and the
+// records would take for a verdict), nor change its gates or landing proof.
+func TestPromotionStatusGuard(t *testing.T) {
+	g := NewWithT(t)
+	grantEveryone(t, "promotion-status-writer", rbacv1.PolicyRule{APIGroups: []string{"stagecoach.dev"}, Resources: []string{"promotions", "promotions/status"},
+		Verbs: []string{"get", "list", "create", "patch", "update"}})
+	applyManifests(t, filepath.Join(testenv.RepoRoot(), "manifests", "policies", "approval-guard.yaml"))
+	stagecoach := as(t, controllerSA, "system:serviceaccounts")
+	mallory := as(t, "mallory", "release-managers")
+	newPromotion := func(name string) *stagecoachv1.Promotion {
+		p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: stagecoachv1.PromotionSpec{Stage: "payments", Action: stagecoachv1.ActionPromote, RequestedBy: controllerSA,
+				Version: &stagecoachv1.VersionReference{Digest: "sha256:" + fmt.Sprintf("%064d", 2), Tag: "v2.0.0"}}}
+		g.Expect(stagecoach.Create(t.Context(), p)).To(Succeed())
+		p.Status.Phase, p.Status.Message = stagecoachv1.PhasePending, "waiting: approvals: 0 of 2"
+		g.Expect(stagecoach.Status().Update(t.Context(), p)).To(Succeed())
+		return p
+	}
+	probes := 0
+	g.Eventually(func() error {
+		probes++
+		p := newPromotion(fmt.Sprintf("status-probe-%d", probes))
+		return mallory.Status().Patch(t.Context(), p, client.RawPatch("application/merge-patch+json", []byte(`{"status":{"message":"x"}}`)))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("only the Stagecoach controller writes the status of Promotion")))
+
+	for i, tc := range []struct {
+		name    string
+		who     client.Client
+		patch   string
+		wantErr string
+	}{
+		{name: "mallory marks it Succeeded", who: mallory, patch: `{"status":{"phase":"Succeeded","verifiedAt":"2026-01-01T00:00:00Z"}}`,
+			wantErr: "only the Stagecoach controller writes the status of Promotion"},
+		{name: "mallory passes a gate", who: mallory, patch: `{"status":{"gates":[{"gate":"approvals","passed":true,"message":"2 of 2"}]}}`,
+			wantErr: "create a Promotion to abort, retry or roll back"},
+		{name: "mallory clears the attestation", who: mallory, patch: `{"status":{"attestation":null}}`,
+			wantErr: "only the Stagecoach controller writes the status of Promotion"},
+		{name: "the controller writes its verdict", who: stagecoach, patch: `{"status":{"phase":"Running","message":"applying"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := newPromotion(fmt.Sprintf("status-case-%d", i))
+			err := tc.who.Status().Patch(t.Context(), p, client.RawPatch("application/merge-patch+json", []byte(tc.patch)))
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+			g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhasePending))
+		})
+	}
+}
