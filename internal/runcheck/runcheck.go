@@ -108,6 +108,7 @@ func (r *Runs) Run(ctx context.Context, name string, spec *stagecoachv1.RunCheck
 		return out
 	}
 
+	boundJob(obj, timeout)
 	if attempt == 1 {
 		r.abandon(ctx, gvk, name, in)
 	}
@@ -119,6 +120,21 @@ func (r *Runs) Run(ctx context.Context, name string, spec *stagecoachv1.RunCheck
 	out := r.wait(ctx, run, rules, deadline, timeout)
 	r.prune(ctx, gvk, name, in, keepOf(spec), run.GetUID())
 	return out
+}
+
+// boundJob gives a batch Job whose template sets no spec.activeDeadlineSeconds the check's
+// timeout as its deadline: a run the check stopped reading must not keep running (the Job
+// controller then fails it and stops its pods). Other kinds say their own deadline in their
+// templates (a Tekton PipelineRun's spec.timeouts).
+func boundJob(obj *unstructured.Unstructured, timeout time.Duration) {
+	if gvk := obj.GroupVersionKind(); gvk.Group != "batch" || gvk.Kind != "Job" || timeout <= 0 {
+		return
+	}
+	if _, set, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "activeDeadlineSeconds"); set {
+		return
+	}
+	seconds := int64((timeout + time.Second - 1) / time.Second)
+	_ = unstructured.SetNestedField(obj.Object, seconds, "spec", "activeDeadlineSeconds")
 }
 
 func keepOf(spec *stagecoachv1.RunCheck) int {

@@ -2,6 +2,7 @@ package runcheck
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -133,4 +134,33 @@ func TestDefaultRulesJudgeRuns(t *testing.T) {
 		obj.Object["status"].(map[string]any)["observedGeneration"] = int64(2)
 		g.Expect(applier.ObserveRun("Widget shop/w", rules, obj).Phase).To(Equal(applier.Landed))
 	})
+}
+
+// A Job run gets the check's timeout as its deadline unless its template sets one, so a run the
+// check stopped reading is stopped by the Job controller; other kinds are left as written.
+func TestBoundJob(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		timeout time.Duration
+		want    any
+	}{
+		{name: "a Job without a deadline", raw: `{"apiVersion":"batch/v1","kind":"Job","spec":{}}`, timeout: 10 * time.Minute, want: int64(600)},
+		{name: "a part second rounds up", raw: `{"apiVersion":"batch/v1","kind":"Job","spec":{}}`, timeout: 1500 * time.Millisecond, want: int64(2)},
+		{name: "a Job's own deadline stays", raw: `{"apiVersion":"batch/v1","kind":"Job","spec":{"activeDeadlineSeconds":30}}`, timeout: time.Hour, want: float64(30)},
+		{name: "another kind is left alone", raw: `{"apiVersion":"tekton.dev/v1","kind":"PipelineRun","spec":{}}`, timeout: time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj, err := Render([]byte(tc.raw), testInput())
+			g.Expect(err).NotTo(HaveOccurred())
+			boundJob(obj, tc.timeout)
+			got, set, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "activeDeadlineSeconds")
+			if tc.want == nil {
+				g.Expect(set).To(BeFalse())
+				return
+			}
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
 }

@@ -228,6 +228,9 @@ func TestRunCheckBeforeApplyAsAnAuthorWhoMay(t *testing.T) {
 	jobs := jobsOf(g, t.Context(), ns, "migrate-dry-run")
 	g.Expect(jobs).To(HaveLen(1))
 	g.Expect(jobs[0].Labels).To(HaveKeyWithValue(stagecoachv1.RunPhaseLabel, "pre-apply"))
+	// The check's timeout (10m by default) bounds the Job: the Job controller stops a run the
+	// check stopped reading.
+	g.Expect(jobs[0].Spec.ActiveDeadlineSeconds).To(HaveValue(Equal(int64(600))))
 }
 
 // A Job that looks like the check's run (its labels, owned by the Promotion, finished) never
