@@ -68,6 +68,9 @@ func Explain(stage *stagecoachv1.Stage, promotions []stagecoachv1.Promotion, now
 		e.NotReady = ready.Reason + ": " + ready.Message
 	}
 	e.Takes = takes(stage.Spec.Source.Git, stage.Namespace)
+	if r := stage.Spec.Source.UpstreamRecords; r != nil && r.GitRepository != nil {
+		e.Takes = fmt.Sprintf("Git commits that stream %s verified, each on a branch of %s", r.Stream, r.GitRepository.URL)
+	}
 	if p := stage.Spec.Promotion; p != nil {
 		e.Writes = writes(p.Git)
 	}

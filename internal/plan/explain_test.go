@@ -34,6 +34,10 @@ func TestExplain(t *testing.T) {
 			s.Spec.Source.Git = &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main", Paths: []string{"overlays/prod"},
 				Verify: &stagecoachv1.GitVerification{SecretRef: stagecoachv1.LocalObjectReference{Name: "signers"}}}
 		}, want: []string{"  takes:     Git commits of https://git.example/org/config.git (branch main) that change overlays/prod, signed (HEAD) by a key of Secret 'prod/signers'"}},
+		{name: "a follower of another cluster's Stage of commits says so", stage: func(s *stagecoachv1.Stage) {
+			s.Spec.Source.UpstreamRecords = &stagecoachv1.UpstreamRecordsSource{Repository: "registry.example/streams", Stream: "a1b2c3d4e5f6/config/staging",
+				GitRepository: &stagecoachv1.GitRepositoryReference{URL: "https://git.example/org/config.git"}}
+		}, want: []string{"  takes:     Git commits that stream a1b2c3d4e5f6/config/staging verified, each on a branch of https://git.example/org/config.git"}},
 		{name: "a Stage that promotes by pull request says where", stage: func(s *stagecoachv1.Stage) {
 			s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Git: &stagecoachv1.GitPromotion{URL: "https://git.example/org/config.git", Branch: "env/prod",
 				Set:           []stagecoachv1.GitFileEdit{{Path: "prod/values.yaml", Key: "image.digest"}},

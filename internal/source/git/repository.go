@@ -17,6 +17,7 @@ import (
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
@@ -137,17 +138,57 @@ func hashedMatches(hashed, address string) bool {
 type repository struct {
 	mu   sync.Mutex
 	repo *gogit.Repository
+	// onBranches are the commits found on a branch (onBranch).
+	onBranches map[string]bool
 }
 
-// has says whether the clone holds commit (40 hex digits).
-func (r *repository) has(commit string) bool {
+// onBranch says whether commit (40 hex digits) is a branch's head or one of its ancestors in the
+// clone; a commit found so is remembered (a branch force-pushed later does not unmake a release
+// another cluster verified).
+func (r *repository) onBranch(commit string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.repo == nil {
 		return false
 	}
-	_, err := r.repo.CommitObject(plumbing.NewHash(commit))
-	return err == nil
+	if r.onBranches[commit] {
+		return true
+	}
+	target, err := r.repo.CommitObject(plumbing.NewHash(commit))
+	if err != nil {
+		return false
+	}
+	refs, err := r.repo.References()
+	if err != nil {
+		return false
+	}
+	defer refs.Close()
+	found := false
+	_ = refs.ForEach(func(ref *plumbing.Reference) error {
+		if !ref.Name().IsBranch() || ref.Type() != plumbing.HashReference {
+			return nil
+		}
+		if ref.Hash() == target.Hash {
+			found = true
+			return storer.ErrStop
+		}
+		head, err := r.repo.CommitObject(ref.Hash())
+		if err != nil {
+			return nil
+		}
+		if ok, err := target.IsAncestor(head); err == nil && ok {
+			found = true
+			return storer.ErrStop
+		}
+		return nil
+	})
+	if found {
+		if r.onBranches == nil {
+			r.onBranches = map[string]bool{}
+		}
+		r.onBranches[commit] = true
+	}
+	return found
 }
 
 // fetch brings refspecs from url into the clone (creating it on first use); force-pushed refs

@@ -50,6 +50,8 @@ type Source struct {
 	mu       sync.Mutex
 	repos    map[string]*repository
 	listings map[types.NamespacedName]listing
+	// followers are the clones Stages following records of commits use (HasCommit), by Stage.
+	followers map[types.NamespacedName]string
 }
 
 var _ source.Source = (*Source)(nil)
@@ -126,9 +128,13 @@ func (s *Source) Forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.listings, key)
+	delete(s.followers, key)
 	used := map[string]bool{}
 	for k, l := range s.listings {
 		used[repositoryKey(k.Namespace, l.settings)] = true
+	}
+	for _, repo := range s.followers {
+		used[repo] = true
 	}
 	for k := range s.repos {
 		if !used[k] {
@@ -310,31 +316,46 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 		}
 		return nil, sourceBlock(stagecoachv1.ReasonGitRefNotFound, "%s %s", set.url, what), nil
 	}
-	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s (tried again within seconds, backing off to the interval): %v", set.url, err), nil
+	return nil, sourceBlock(stagecoachv1.ReasonGitUnreachable, "cannot fetch %s: %v", set.url, err), nil
 }
 
 // HasCommit says whether the commit of digest (sha1:<SHA>) is on a branch of the repository ref
 // names, fetched (every branch, incrementally, into the clone of that URL and Secret) with the
 // credentials of ref.secretRef in the Stage's namespace, as far as its author may (MayRead); field
 // names ref in messages. It returns a problem for people ("" when the commit is there), or an
-// error to retry. A commit once found is not fetched for again.
+// error to retry. A commit once found on a branch is not fetched for again.
 func (s *Source) HasCommit(ctx context.Context, stage *stagecoachv1.Stage, ref *stagecoachv1.GitRepositoryReference, field, digest string) (string, error) {
 	commit := Commit(digest)
 	if _, err := hex.DecodeString(commit); err != nil || commit == "" {
 		return fmt.Sprintf("%s is not a Git commit (sha1:<40 hex>), and %s takes Git commits", digest, field), nil
 	}
 	set := settings{url: ref.URL, secretRef: ref.SecretRef, origin: field, allBranches: true}
-	repo := s.repository(stage.Namespace, set)
-	if repo.has(commit) {
+	// The author's right first, even for a commit already found: the clone is shared by every
+	// Stage of the namespace naming this URL and Secret, and says what the repository holds.
+	if ref.SecretRef != nil && s.MayRead != nil {
+		why, err := s.MayRead(ctx, stage, ref.SecretRef.Name, set.field("secretRef", ""))
+		if err != nil || why != "" {
+			return why, err
+		}
+	}
+	key := client.ObjectKeyFromObject(stage)
+	s.mu.Lock()
+	if s.followers == nil {
+		s.followers = map[types.NamespacedName]string{}
+	}
+	s.followers[key] = repositoryKey(stage.Namespace, set) // Forget keeps this clone
+	s.mu.Unlock()
+	if s.repository(stage.Namespace, set).onBranch(commit) {
 		return "", nil
 	}
-	if _, block, err := s.fetch(ctx, stage, set); err != nil || block != nil {
+	repo, block, err := s.fetch(ctx, stage, set)
+	if err != nil || block != nil {
 		if block != nil {
 			return block.Message, nil
 		}
 		return "", err
 	}
-	if !repo.has(commit) {
+	if !repo.onBranch(commit) {
 		return fmt.Sprintf("commit %s is on no branch of %s (%s): push it there, or name a repository (or mirror) that has the upstream's commits",
 			Short(commit), ref.URL, field), nil
 	}

@@ -1,13 +1,18 @@
 package git
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/source/git/gittest"
@@ -143,3 +148,80 @@ func TestHasCommit(t *testing.T) {
 		})
 	}
 }
+
+// A commit only a tag names is no release of a branch, even when the shared clone holds it (a
+// Stage of tags fetched it); and a commit once found is refused as soon as the Stage's author
+// may no longer read the Secret it was fetched with.
+func TestHasCommitBranchesAndAuthor(t *testing.T) {
+	const field = "spec.source.upstreamRecords.gitRepository"
+	srv := gittest.NewServer(t, gittest.Options{})
+	onMain := srv.Commit("on main", map[string]string{"a": "1"}, nil)
+	srv.Branch("tmp")
+	tagged := srv.Commit("tagged only", map[string]string{"a": "2"}, nil)
+	srv.Tag("v2.0.0", tagged, nil)
+	srv.Reset(onMain) // tmp no longer holds it: only the tag does
+
+	t.Run("a commit only a tag names", func(t *testing.T) {
+		g := NewWithT(t)
+		s := &Source{}
+		tags := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "tags", Generation: 1},
+			Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: srv.URL, Semver: ">=1.0.0", Insecure: true}}}}
+		offer, err := s.Offer(t.Context(), tags, time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(offer.Candidates).To(ContainElement(HaveField("Digest", Digest(tagged))), "the shared clone holds the tagged commit")
+		follower := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "follower"}}
+		problem, err := s.HasCommit(t.Context(), follower, &stagecoachv1.GitRepositoryReference{URL: srv.URL, Insecure: true}, field, Digest(tagged))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problem).To(ContainSubstring("is on no branch of"))
+	})
+
+	t.Run("an author who lost the right", func(t *testing.T) {
+		g := NewWithT(t)
+		var allowed atomic.Bool
+		allowed.Store(true)
+		s := &Source{Reader: secretReader{"creds": {"username": []byte("ci"), "password": []byte("x")}},
+			MayRead: func(_ context.Context, _ *stagecoachv1.Stage, secret, field string) (string, error) {
+				if allowed.Load() {
+					return "", nil
+				}
+				return "the Stage's author may not get Secret " + secret + " (" + field + ")", nil
+			}}
+		stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "follower"}}
+		ref := &stagecoachv1.GitRepositoryReference{URL: srv.URL, Insecure: true, SecretRef: &stagecoachv1.LocalObjectReference{Name: "creds"}}
+		problem, err := s.HasCommit(t.Context(), stage, ref, field, Digest(onMain))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problem).To(BeEmpty())
+		allowed.Store(false)
+		problem, err = s.HasCommit(t.Context(), stage, ref, field, Digest(onMain))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problem).To(Equal("the Stage's author may not get Secret creds (" + field + ".secretRef)"))
+	})
+
+	t.Run("a deleted Stage's listing keeps a follower's clone", func(t *testing.T) {
+		g := NewWithT(t)
+		s := &Source{}
+		follower := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "follower"}}
+		ref := &stagecoachv1.GitRepositoryReference{URL: srv.URL, Insecure: true}
+		problem, err := s.HasCommit(t.Context(), follower, ref, field, Digest(onMain))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problem).To(BeEmpty())
+		s.Forget(types.NamespacedName{Namespace: "prod", Name: "gone"})
+		g.Expect(s.repos).To(HaveKey(srv.URL))
+		s.Forget(client.ObjectKeyFromObject(follower))
+		g.Expect(s.repos).To(BeEmpty())
+	})
+}
+
+// secretReader serves Secrets of any namespace by name.
+type secretReader map[string]map[string][]byte
+
+func (r secretReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	data, ok := r[key.Name]
+	if !ok {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	obj.(*corev1.Secret).Data = data
+	return nil
+}
+
+func (secretReader) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
