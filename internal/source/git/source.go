@@ -81,6 +81,9 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 	s.mu.Unlock()
 	if !ok || l.generation != stage.Generation || l.requestedAt != requestedAt || !now.Before(l.at.Add(source.NextLook(interval, l.blocked))) {
 		prev, blocked := l.seen, l.blocked
+		if ok && (l.generation != stage.Generation || l.requestedAt != requestedAt) {
+			blocked = 0 // a changed spec, or a person asking, starts the backoff afresh
+		}
 		l = listing{at: now, generation: stage.Generation, requestedAt: requestedAt}
 		var err error
 		if l.settings, l.block, err = s.settingsOf(ctx, stage); err != nil {

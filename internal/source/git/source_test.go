@@ -225,3 +225,44 @@ func (r secretReader) Get(_ context.Context, key client.ObjectKey, obj client.Ob
 }
 
 func (secretReader) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// A person asking for a look (stagecoach.dev/requested-at), or a changed spec, starts the backoff
+// of a blocked source afresh: the look they asked for is not followed by the longer wait.
+func TestAskingRestartsTheBackoff(t *testing.T) {
+	g := NewWithT(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.Commit("on main", map[string]string{"a": "0"}, nil)
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "config", Generation: 1},
+		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{
+			URL: srv.URL, Branch: "release", Insecure: true, Interval: &metav1.Duration{Duration: time.Hour}}}}}
+	s := &Source{}
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		name        string
+		after       time.Duration
+		ask         string
+		generation  int64
+		wantRecheck time.Duration
+	}{
+		{name: "first blocked look", wantRecheck: 5 * time.Second},
+		{name: "second blocked look", after: 5 * time.Second, wantRecheck: 10 * time.Second},
+		{name: "a person asks", after: 6 * time.Second, ask: "2026-12-07T10:00:06Z", wantRecheck: 5 * time.Second},
+		{name: "blocked again on its own", after: 11 * time.Second, ask: "2026-12-07T10:00:06Z", wantRecheck: 10 * time.Second},
+		{name: "the spec changes", after: 12 * time.Second, ask: "2026-12-07T10:00:06Z", generation: 2, wantRecheck: 5 * time.Second},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if step.ask != "" {
+				stage.Annotations = map[string]string{stagecoachv1.ReconcileRequestAnnotation: step.ask}
+			}
+			if step.generation > 0 {
+				stage.Generation = step.generation
+			}
+			offer, err := s.Offer(t.Context(), stage, t0.Add(step.after))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(offer.Block).To(HaveField("Reason", stagecoachv1.ReasonGitRefNotFound))
+			g.Expect(offer.Recheck).To(Equal(step.wantRecheck))
+		})
+	}
+	g.Expect(s.listings).To(HaveLen(1))
+}
