@@ -302,13 +302,18 @@ func TestGitRepositoryPromotesACommit(t *testing.T) {
 				"path": "x", "url": "http://x", "lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}, "status", "artifact")
 		}
 	}
+	// The Kustomization applied the branch's commit 1, as kustomize-controller had before.
+	k.succeeded("ReconciliationSucceeded", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "main@sha1:"+commit(1), "status", "lastAppliedRevision")
+	})
 	o.succeeded("Succeeded", artifact(1))
 	g.Eventually(func(g Gomega) {
-		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring(`stores artifact "main@sha1:` + commit(1) + `"`))
+		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring(`stores artifact "main@sha1:` + commit(1) + `", not sha1:` + commit(2) + " yet"))
 	}, timeout, interval).Should(Succeed())
+	// The artifact is at commit 2; the Kustomization has not applied it yet.
 	o.succeeded("Succeeded", artifact(2))
 	g.Eventually(func(g Gomega) {
-		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring("not sha1:" + commit(2) + " yet"))
+		g.Expect(promotion(g, t, ns, "c2").Status.Message).To(ContainSubstring(`applied "main@sha1:` + commit(1) + `", not sha1:` + commit(2) + " yet"))
 	}, timeout, interval).Should(Succeed())
 	g.Expect(promotion(g, t, ns, "c2").Status.LandedAt).To(BeNil())
 	k.succeeded("ReconciliationSucceeded", func(u *unstructured.Unstructured) {
