@@ -59,15 +59,22 @@ func TestClonesPerCredentials(t *testing.T) {
 	})
 }
 
+// noBranchYet is a server whose repository has only main, and a Stage (hourly interval) following
+// its branch release, which is not there yet.
+func noBranchYet(t *testing.T) (*gittest.Server, *stagecoachv1.Stage) {
+	t.Helper()
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.Commit("on main", map[string]string{"a": "0"}, nil)
+	return srv, &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "config", Generation: 1},
+		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{
+			URL: srv.URL, Branch: "release", Insecure: true, Interval: &metav1.Duration{Duration: time.Hour}}}}}
+}
+
 // A look that ends in a block is tried again within seconds, backing off, not after the Stage's
 // interval: here the branch does not exist until it is pushed. Once a look succeeds, the
 // interval rules again.
 func TestBlockedLooksRetrySoon(t *testing.T) {
-	srv := gittest.NewServer(t, gittest.Options{})
-	srv.Commit("on main", map[string]string{"a": "0"}, nil)
-	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "config", Generation: 1},
-		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{
-			URL: srv.URL, Branch: "release", Insecure: true, Interval: &metav1.Duration{Duration: time.Hour}}}}}
+	srv, stage := noBranchYet(t)
 	s := &Source{}
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	for _, step := range []struct {
@@ -230,11 +237,7 @@ func (secretReader) List(context.Context, client.ObjectList, ...client.ListOptio
 // of a blocked source afresh: the look they asked for is not followed by the longer wait.
 func TestAskingRestartsTheBackoff(t *testing.T) {
 	g := NewWithT(t)
-	srv := gittest.NewServer(t, gittest.Options{})
-	srv.Commit("on main", map[string]string{"a": "0"}, nil)
-	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "config", Generation: 1},
-		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{
-			URL: srv.URL, Branch: "release", Insecure: true, Interval: &metav1.Duration{Duration: time.Hour}}}}}
+	_, stage := noBranchYet(t)
 	s := &Source{}
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	for _, step := range []struct {

@@ -43,6 +43,9 @@ func TestFollowAStageOfCommits(t *testing.T) {
 	g.Expect(taken.Status.Gates).To(ContainElement(And(HaveField("Gate", stagecoachv1.GatePublished),
 		HaveField("Message", ContainSubstring("verified upstream in record 2")))))
 	g.Expect(stream).NotTo(BeEmpty())
+	staging := getStage(g, t, envA, nsA, "staging")
+	g.Expect(staging.Status.Stream).NotTo(BeNil())
+	g.Expect(staging.Status.Stream.ID).To(Equal(stream), "prod followed the stream staging recorded the commit in")
 }
 
 // What prod refuses to take from a stream of commits, each with the reason naming the field and
