@@ -67,6 +67,9 @@ type listing struct {
 	seen     map[string]time.Time
 	settings settings
 	where    string
+	// repo is the clone the versions were listed from: their signatures are judged in it even if
+	// Forget dropped it from repos while it was being fetched.
+	repo *repository
 }
 
 // Offer fetches the Stage's repository when due and offers the commits newer than what the Stage
@@ -91,7 +94,7 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 		}
 		l.where = l.settings.url
 		if l.block == nil {
-			if l.versions, l.block, err = s.list(ctx, stage, l.settings); err != nil {
+			if l.versions, l.repo, l.block, err = s.list(ctx, stage, l.settings); err != nil {
 				return source.Offer{}, err
 			}
 		}
@@ -106,6 +109,13 @@ func (s *Source) Offer(ctx context.Context, stage *stagecoachv1.Stage, now time.
 			s.listings = map[types.NamespacedName]listing{}
 		}
 		s.listings[key] = l
+		if l.repo != nil {
+			// Another Stage's Forget during the fetch dropped this clone (no listing used it yet):
+			// take it back, so the next fetch is incremental and verifies in the same clone.
+			if k := repositoryKey(stage.Namespace, l.settings); s.repos[k] == nil {
+				s.repos[k] = l.repo
+			}
+		}
 		s.mu.Unlock()
 	}
 	offer := source.Offer{Recheck: l.at.Add(source.NextLook(interval, l.blocked)).Sub(now), Block: l.block}
@@ -177,12 +187,18 @@ func firstSeen(prev map[string]time.Time, versions []Version, candidate *stageco
 // what runs (and, following a GitRepository, not beyond its artifact). What a person must fix (or
 // what fixes itself, like a server that is down) is a block naming the Stage's source and the fix,
 // not an error.
-func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage, set settings) ([]Version, *stagecoachv1.GateBlock, error) {
-	src := stage.Spec.Source.Git
+func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage, set settings) ([]Version, *repository, *stagecoachv1.GateBlock, error) {
 	repo, block, err := s.fetch(ctx, stage, set)
 	if err != nil || block != nil {
-		return nil, block, err
+		return nil, nil, block, err
 	}
+	versions, block, err := s.versionsIn(repo, stage, set)
+	return versions, repo, block, err
+}
+
+// versionsIn lists the versions the fetched clone offers the Stage.
+func (s *Source) versionsIn(repo *repository, stage *stagecoachv1.Stage, set settings) ([]Version, *stagecoachv1.GateBlock, error) {
+	src := stage.Spec.Source.Git
 	repo.mu.Lock()
 	defer repo.mu.Unlock()
 	current := ""
@@ -374,6 +390,18 @@ func repositoryKey(namespace string, set settings) string {
 	return set.url
 }
 
+// listedIn is the clone the Stage's last listing came from when it was made with these settings,
+// else the clone of the settings.
+func (s *Source) listedIn(key types.NamespacedName, namespace string, set settings) *repository {
+	s.mu.Lock()
+	l, ok := s.listings[key]
+	s.mu.Unlock()
+	if ok && l.repo != nil && repositoryKey(namespace, l.settings) == repositoryKey(namespace, set) {
+		return l.repo
+	}
+	return s.repository(namespace, set)
+}
+
 // repository is the clone for a URL and its credentials (a Secret of namespace).
 func (s *Source) repository(namespace string, set settings) *repository {
 	key := repositoryKey(namespace, set)
@@ -425,7 +453,7 @@ func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage, now ti
 	case block != nil:
 		return always(blocked(stagecoachv1.ReasonVerificationUnavailable, "%s", block.Message))
 	}
-	repo := s.repository(stage.Namespace, set)
+	repo := s.listedIn(client.ObjectKeyFromObject(stage), stage.Namespace, set)
 	mode := src.Verify.GetMode()
 	return func(digest string) *plan.SignatureVerdict {
 		tag := ""
@@ -436,7 +464,11 @@ func (s *Source) Verifier(ctx context.Context, stage *stagecoachv1.Stage, now ti
 		repo.mu.Lock()
 		defer repo.mu.Unlock()
 		if repo.repo == nil {
-			return blocked(stagecoachv1.ReasonVerificationUnavailable, "%s has not been fetched yet", set.url)
+			// A Promotion asked for before this controller's first fetch: judged after it.
+			until := metav1.NewTime(now.Add(source.NextLook(stage.GetGitInterval(), 1)))
+			v := blocked(stagecoachv1.ReasonVerificationUnavailable, "%s has not been fetched yet", set.url)
+			v.Block.Until = &until
+			return v
 		}
 		if tag == "" && set.semver != "" {
 			tag = tagOf(repo.repo, set.semver, digest)

@@ -2,6 +2,10 @@ package git
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -268,4 +272,43 @@ func TestAskingRestartsTheBackoff(t *testing.T) {
 		})
 	}
 	g.Expect(s.listings).To(HaveLen(1))
+}
+
+// Another Stage's Forget while this Stage's first fetch is under way (a deleted Stage's
+// Promotions reconciled at start) must not leave the versions listed without the clone they were
+// listed from: the signatures of what was offered are judged in that clone, and the next fetch
+// is incremental in it.
+func TestForgetDuringAFetch(t *testing.T) {
+	g := NewWithT(t)
+	srv := gittest.NewServer(t, gittest.Options{})
+	release := gittest.NewPGPSigner(t, "release")
+	signed := srv.Commit("signed", map[string]string{"a": "1"}, &release)
+	s := &Source{Reader: secretReader{"git-keys": {"release.asc": release.Public}}}
+	parsed, err := url.Parse(srv.URL)
+	g.Expect(err).NotTo(HaveOccurred())
+	backend := &url.URL{Scheme: parsed.Scheme, Host: parsed.Host}
+	var forgot atomic.Int32
+	forward := httputil.NewSingleHostReverseProxy(backend)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.Forget(types.NamespacedName{Namespace: "dev", Name: "deleted"})
+		forgot.Add(1)
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	repoURL := proxy.URL + parsed.Path
+	stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: "config", Generation: 1},
+		Spec: stagecoachv1.StageSpec{Source: stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{
+			URL: repoURL, Branch: "main", Insecure: true,
+			Verify: &stagecoachv1.GitVerification{SecretRef: stagecoachv1.LocalObjectReference{Name: "git-keys"}}}}}}
+
+	offer, err := s.Offer(t.Context(), stage, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(forgot.Load()).To(BeNumerically(">", 0), "the fetch went through the proxy")
+	g.Expect(offer.Candidates).To(ConsistOf(HaveField("Digest", Digest(signed))))
+	verdictOf, err := s.Verifier(t.Context(), stage, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	verdict := verdictOf(Digest(signed))
+	g.Expect(verdict.Block).To(BeNil(), "judged in the clone it was listed from")
+	g.Expect(verdict.Message).To(ContainSubstring("signed by OpenPGP key"))
+	g.Expect(s.repos).To(HaveKey(repoURL), "the clone is kept for the next incremental fetch")
 }
