@@ -18,19 +18,6 @@ const (
 	ActionAbort PromotionAction = "Abort"
 )
 
-// PromotionPhase is where a Promotion is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;RolledBack;Aborted
-type PromotionPhase string
-
-const (
-	PhasePending    PromotionPhase = "Pending"
-	PhaseRunning    PromotionPhase = "Running"
-	PhaseSucceeded  PromotionPhase = "Succeeded"
-	PhaseFailed     PromotionPhase = "Failed"
-	PhaseRolledBack PromotionPhase = "RolledBack"
-	PhaseAborted    PromotionPhase = "Aborted"
-)
-
 // Promotion is one operation on one Stage. Its spec never changes once created.
 //
 // +kubebuilder:object:root=true
@@ -115,8 +102,9 @@ type PromotionStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// Phase is Pending, Running, Succeeded, Failed, RolledBack or Aborted.
+	// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;RolledBack;Aborted
 	// +optional
-	Phase PromotionPhase `json:"phase,omitempty"`
+	Phase Phase `json:"phase,omitempty"`
 
 	// Version is the version this Promotion applies, resolved when it starts (a Rollback without
 	// spec.version returns to the Stage's last verified version).

@@ -1231,8 +1231,10 @@ type HistoryEntry struct {
 	Digest string `json:"digest,omitempty"`
 	// +optional
 	Action PromotionAction `json:"action,omitempty"`
+	// Phase the promotion ended in, in the words of a Promotion's status.phase.
+	// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;RolledBack;Aborted
 	// +optional
-	Phase PromotionPhase `json:"phase,omitempty"`
+	Phase Phase `json:"phase,omitempty"`
 	// +optional
 	Promotion string `json:"promotion,omitempty"`
 	// +optional

@@ -85,23 +85,6 @@ type Wave struct {
 	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
 }
 
-// WavePhase is where a wave stands.
-type WavePhase string
-
-const (
-	// WavePending waits for an earlier wave (or its soak), or for the plan to be accepted.
-	WavePending WavePhase = "Pending"
-	// WaveProgressing has targets being promoted.
-	WaveProgressing WavePhase = "Progressing"
-	// WaveSoaking has all its targets done and waits for its soak before the next wave starts.
-	WaveSoaking WavePhase = "Soaking"
-	// WaveCompleted has all its targets done (failures within maxFailures) and its soak over.
-	WaveCompleted WavePhase = "Completed"
-	// WaveFailed has more failed targets than maxFailures allows, or passed its progressDeadline;
-	// the rollout is halted.
-	WaveFailed WavePhase = "Failed"
-)
-
 // WaveStatus is the progress of one wave. Targets are Application names.
 type WaveStatus struct {
 	// Name of the wave.
@@ -112,9 +95,16 @@ type WaveStatus struct {
 	// +optional
 	Digest string `json:"digest,omitempty"`
 
-	// Phase of the wave.
+	// Phase of the wave, in the words of a Promotion's status.phase: Pending (it waits for an
+	// earlier wave or its soak, or for the plan to be accepted), Running (targets are being
+	// promoted), Soaking (all its targets are done and it waits for its soak before the next wave
+	// starts), Succeeded (all its targets are done, failures within maxFailures, and its soak is
+	// over), Failed (more failed targets than maxFailures allows, or past its progressDeadline: the
+	// rollout is halted) or Aborted (an Abort Promotion cancelled the rollout before the wave
+	// ended). Earlier versions wrote Progressing for Running and Completed for Succeeded; clients
+	// should read those as the new words.
 	// +optional
-	Phase WavePhase `json:"phase,omitempty"`
+	Phase Phase `json:"phase,omitempty"`
 
 	// Message says what the wave does or waits for, with counts.
 	// +optional

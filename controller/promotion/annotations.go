@@ -35,7 +35,7 @@ const phaseAnnotatorWorkers = 2
 // phaseAnnotation is the phase to write on an applier, for the Promotion its annotations name.
 type phaseAnnotation struct {
 	promotion string
-	phase     stagecoachv1.PromotionPhase
+	phase     stagecoachv1.Phase
 }
 
 // PhaseAnnotator writes appliers' final phase annotations in the background.
@@ -204,7 +204,7 @@ func (run *Run) annotateVerified(ctx context.Context, p *stagecoachv1.Promotion)
 // annotateEnded writes the applier's phase annotation of an ended Promotion: in the background
 // (PhaseAnnotator) when the controller runs one and the applier is one object, else now (a
 // fleet's Applications are annotated together, by the rollout).
-func (run *Run) annotateEnded(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
+func (run *Run) annotateEnded(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.Phase) error {
 	a := run.r.Annotator
 	if a == nil || !run.annotatesApplier() {
 		return run.annotate(ctx, p, phase)
@@ -266,7 +266,7 @@ func (run *Run) catchUpAnnotations(ctx context.Context) error {
 }
 
 // annotate keeps the applier's stagecoach.dev annotations current, for notification templates.
-func (run *Run) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) error {
+func (run *Run) annotate(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.Phase) error {
 	if !run.annotatesApplier() {
 		return nil
 	}

@@ -40,7 +40,7 @@ func (run *Run) engineEvent(p *stagecoachv1.Promotion, eventType, reason, messag
 
 // setPromotionAnnotations describes the promotion in flight on the applier, for Argo CD
 // notification templates.
-func setPromotionAnnotations(obj *unstructured.Unstructured, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) {
+func setPromotionAnnotations(obj *unstructured.Unstructured, p *stagecoachv1.Promotion, phase stagecoachv1.Phase) {
 	a := obj.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}

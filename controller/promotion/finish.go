@@ -95,7 +95,7 @@ func (run *Run) finishFailed(ctx context.Context, p *stagecoachv1.Promotion, rea
 	return run.status.finish(ctx, p, stagecoachv1.PhaseFailed, message)
 }
 
-func (run *Run) historyEntry(p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase) stagecoachv1.HistoryEntry {
+func (run *Run) historyEntry(p *stagecoachv1.Promotion, phase stagecoachv1.Phase) stagecoachv1.HistoryEntry {
 	now := metav1.NewTime(run.now)
 	return stagecoachv1.HistoryEntry{Version: p.Status.Version.Tag, Digest: p.Status.Version.Digest, Action: p.Spec.Action,
 		Phase: phase, Promotion: p.Name, PromotedAt: p.Status.AppliedAt, FinishedAt: &now}

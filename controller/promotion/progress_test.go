@@ -36,7 +36,7 @@ func TestProgressStep(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		fixture      stepFixture
-		wantPhase    stagecoachv1.PromotionPhase
+		wantPhase    stagecoachv1.Phase
 		wantMessage  string
 		wantRevision string
 		wantStage    func(g Gomega, s *stagecoachv1.Stage)

@@ -31,7 +31,7 @@ func TestStartStep(t *testing.T) {
 		fixture     stepFixture
 		promotion   string
 		wantStarted bool
-		wantPhase   stagecoachv1.PromotionPhase
+		wantPhase   stagecoachv1.Phase
 		wantMessage string
 		wantEvent   string
 	}{

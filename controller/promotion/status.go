@@ -118,7 +118,7 @@ func (w *promotionStatus) markRunning(ctx context.Context, p *stagecoachv1.Promo
 }
 
 // finish ends a Promotion in a final phase.
-func (w *promotionStatus) finish(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.PromotionPhase, message string) error {
+func (w *promotionStatus) finish(ctx context.Context, p *stagecoachv1.Promotion, phase stagecoachv1.Phase, message string) error {
 	now := metav1.NewTime(w.now)
 	p.Status.Phase = phase
 	p.Status.FinishedAt = &now

@@ -166,7 +166,7 @@ func markSyncing(ts []waves.Target, names []string) []waves.Target {
 	out := slices.Clone(ts)
 	for i := range out {
 		if slices.Contains(names, out[i].Name) {
-			out[i].Phase = waves.Syncing
+			out[i].Phase = stagecoachv1.PhaseRunning
 		}
 	}
 	return out

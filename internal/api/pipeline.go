@@ -341,7 +341,7 @@ func promotions(sp cli.StagePlan) []Promotion {
 func wave(w stagecoachv1.WaveStatus) Wave {
 	phase := w.Phase
 	if phase == "" {
-		phase = stagecoachv1.WavePending // written before phases were
+		phase = stagecoachv1.PhasePending // written before phases were
 	}
 	return Wave{Name: w.Name, Phase: string(phase), Message: w.Message,
 		Targets: orEmpty(w.Targets), Completed: orEmpty(w.Completed), Failed: orEmpty(w.Failed)}

@@ -66,7 +66,7 @@ func fixtureStage(name, env, upstream string) *stagecoachv1.Stage {
 
 // fixturePromotion is a Promotion created at minute created that went through each phase at
 // the given minutes (-1: not reached).
-func fixturePromotion(name, stage string, action stagecoachv1.PromotionAction, digest, tag string, phase stagecoachv1.PromotionPhase,
+func fixturePromotion(name, stage string, action stagecoachv1.PromotionAction, digest, tag string, phase stagecoachv1.Phase,
 	created, started, applied, landed, verified, finished int) *stagecoachv1.Promotion {
 	p := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID(name), CreationTimestamp: *at(created)},
 		Spec: stagecoachv1.PromotionSpec{Stage: stage, Action: action, RequestedBy: "alice@example.com",

@@ -81,7 +81,7 @@ func timedOut(opts WaitOptions, namespace, name string, last *stagecoachv1.Promo
 		errNotVerified, namespace, name, opts.timeout(), state)
 }
 
-func phaseOf(p *stagecoachv1.Promotion) stagecoachv1.PromotionPhase {
+func phaseOf(p *stagecoachv1.Promotion) stagecoachv1.Phase {
 	if p.Status.Phase == "" {
 		return stagecoachv1.PhasePending
 	}
@@ -104,7 +104,7 @@ func Outcome(p *stagecoachv1.Promotion) (bool, error) {
 }
 
 // ended says how a Promotion ended, in words.
-func ended(phase stagecoachv1.PromotionPhase) string {
+func ended(phase stagecoachv1.Phase) string {
 	switch phase {
 	case stagecoachv1.PhaseRolledBack:
 		return "failed and was rolled back"

@@ -17,7 +17,7 @@ import (
 )
 
 // The Promotion as a reader following it sees it, step by step.
-func promotionSteps(final stagecoachv1.PromotionPhase) []*stagecoachv1.Promotion {
+func promotionSteps(final stagecoachv1.Phase) []*stagecoachv1.Promotion {
 	promote := stagecoachv1.ActionPromote
 	queued := fixturePromotion("web-x1", "web-prod", promote, digest1, "v1", stagecoachv1.PhasePending, 0, -1, -1, -1, -1, -1)
 	queued.Status.Version, queued.Status.Message = nil, "waiting for Promotion web-x0 to finish"

@@ -29,7 +29,7 @@ func stage(name, env, upstream string) stagecoachv1.Stage {
 
 // finished is a Promotion created at minute created that ended in phase at minute end
 // (verified then too, when it succeeded).
-func finished(name, stage string, action stagecoachv1.PromotionAction, digest string, phase stagecoachv1.PromotionPhase, created, end int) stagecoachv1.Promotion {
+func finished(name, stage string, action stagecoachv1.PromotionAction, digest string, phase stagecoachv1.Phase, created, end int) stagecoachv1.Promotion {
 	p := stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID(name), CreationTimestamp: *at(created)},
 		Spec:   stagecoachv1.PromotionSpec{Stage: stage, Action: action, Version: &stagecoachv1.VersionReference{Digest: digest}},
 		Status: stagecoachv1.PromotionStatus{Phase: phase, FinishedAt: at(end)}}

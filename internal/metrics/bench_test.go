@@ -50,7 +50,7 @@ func fleet(n int) (*listReader, *Vectors) {
 		s.Status.Candidate = &stagecoachv1.CandidateVersion{BlockedBy: []stagecoachv1.GateBlock{{Gate: "soak"}, {Gate: "approvals"}}}
 		r.stages = append(r.stages, s)
 		if i%10 == 0 {
-			for _, phase := range []stagecoachv1.PromotionPhase{stagecoachv1.PhaseRunning, stagecoachv1.PhasePending} {
+			for _, phase := range []stagecoachv1.Phase{stagecoachv1.PhaseRunning, stagecoachv1.PhasePending} {
 				p := promotion(fmt.Sprintf("%s-%s", s.Name, phase), s.Name, stagecoachv1.ActionPromote, "sha256:1", phase, 0, 1, -1, -1, -1, -1)
 				p.Namespace = s.Namespace
 				r.promotions = append(r.promotions, p)

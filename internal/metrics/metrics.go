@@ -76,7 +76,7 @@ var stageLabels = []string{labelNamespace, labelStage, labelService, labelEnviro
 var (
 	observedActions = []stagecoachv1.PromotionAction{stagecoachv1.ActionPromote, stagecoachv1.ActionRollback,
 		stagecoachv1.ActionFreeze, stagecoachv1.ActionUnfreeze, stagecoachv1.ActionAbort}
-	observedResults = []stagecoachv1.PromotionPhase{stagecoachv1.PhaseSucceeded, stagecoachv1.PhaseFailed,
+	observedResults = []stagecoachv1.Phase{stagecoachv1.PhaseSucceeded, stagecoachv1.PhaseFailed,
 		stagecoachv1.PhaseRolledBack, stagecoachv1.PhaseAborted}
 	observedPhases = []string{PhaseQueued, PhaseGates, PhaseApplying, PhaseLanding, PhaseGrace, PhaseVerification}
 )
@@ -279,7 +279,7 @@ func (v *Vectors) observe(stage *stagecoachv1.Stage, record func(prometheus.Labe
 
 // observable reports whether a finished Promotion's action and result are of the fixed sets the
 // series bound assumes.
-func observable(action stagecoachv1.PromotionAction, result stagecoachv1.PromotionPhase) bool {
+func observable(action stagecoachv1.PromotionAction, result stagecoachv1.Phase) bool {
 	return slices.Contains(observedActions, action) && slices.Contains(observedResults, result)
 }
 

@@ -35,7 +35,7 @@ func newStage(name, env string, conds ...metav1.Condition) *stagecoachv1.Stage {
 
 // promotion builds a Promotion created at minute created, that went through the phases at the
 // given minutes (-1: not reached).
-func promotion(name, stage string, action stagecoachv1.PromotionAction, digest string, phase stagecoachv1.PromotionPhase,
+func promotion(name, stage string, action stagecoachv1.PromotionAction, digest string, phase stagecoachv1.Phase,
 	created, started, applied, landed, verified, finished int) stagecoachv1.Promotion {
 	p := stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID(name),
 		CreationTimestamp: *at(created)},

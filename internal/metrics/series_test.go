@@ -98,7 +98,7 @@ func TestSeriesFollowTheStageSpec(t *testing.T) {
 	base := newStage("prod", "prod")
 	base.UID, base.Generation = "uid-1", 1
 	other := newStage("staging", "staging")
-	finished := func(name string, phase stagecoachv1.PromotionPhase) stagecoachv1.Promotion {
+	finished := func(name string, phase stagecoachv1.Phase) stagecoachv1.Promotion {
 		return promotion(name, "prod", stagecoachv1.ActionPromote, "sha256:1", phase, 0, 0, 1, 2, 3, 3)
 	}
 	type step struct {

@@ -131,19 +131,19 @@ func TestExplain(t *testing.T) {
 		{name: "fleet waves: what each target waits on", promotions: []stagecoachv1.Promotion{running},
 			stage: func(s *stagecoachv1.Stage) {
 				s.Status.Waves = []stagecoachv1.WaveStatus{
-					{Name: "canary", Digest: d2, Phase: stagecoachv1.WaveCompleted, Message: "1 of 1 targets done", Targets: []string{"eu1"}, Completed: []string{"eu1"}},
-					{Name: "regions", Digest: d2, Phase: stagecoachv1.WaveProgressing, Message: "0 of 3 targets done, 1 syncing",
+					{Name: "canary", Digest: d2, Phase: stagecoachv1.PhaseSucceeded, Message: "1 of 1 targets done", Targets: []string{"eu1"}, Completed: []string{"eu1"}},
+					{Name: "regions", Digest: d2, Phase: stagecoachv1.PhaseRunning, Message: "0 of 3 targets done, 1 syncing",
 						Targets: []string{"us1", "ap1", "sa1"}, Syncing: []string{"us1"}},
-					{Name: "rest", Digest: d2, Phase: stagecoachv1.WavePending, Message: `waits for wave "regions"`, Targets: []string{"us2"}},
+					{Name: "rest", Digest: d2, Phase: stagecoachv1.PhasePending, Message: `waits for wave "regions"`, Targets: []string{"us2"}},
 				}
 			},
 			want: []string{
-				`  wave 1/3 "canary": Completed: 1 of 1 targets done`,
-				"    done: eu1\n",
-				`  wave 2/3 "regions": Progressing: 0 of 3 targets done, 1 syncing`,
-				"    syncing: us1 (waits on Argo CD to sync it, healthy, at the version)",
-				"    pending: ap1, sa1 (waits on a free slot (maxParallel) in its wave)",
-				`    pending: us2 (waits for wave "regions")`,
+				`  wave 1/3 "canary": Succeeded: 1 of 1 targets done`,
+				"    Succeeded: eu1\n",
+				`  wave 2/3 "regions": Running: 0 of 3 targets done, 1 syncing`,
+				"    Running: us1 (waits on Argo CD to sync it, healthy, at the version)",
+				"    Pending: ap1, sa1 (waits on a free slot (maxParallel) in its wave)",
+				`    Pending: us2 (waits for wave "regions")`,
 			}},
 	}
 	for _, tc := range cases {

@@ -11,26 +11,27 @@ import (
 // WaveExplanation is one wave of a fleet rollout as `stagecoach plan` shows it: where it stands
 // and, per target, what it waits on.
 type WaveExplanation struct {
-	Name    string                 `json:"name"`
-	Digest  string                 `json:"digest,omitempty"`
-	Phase   stagecoachv1.WavePhase `json:"phase,omitempty"`
-	Message string                 `json:"message,omitempty"`
+	Name    string             `json:"name"`
+	Digest  string             `json:"digest,omitempty"`
+	Phase   stagecoachv1.Phase `json:"phase,omitempty"`
+	Message string             `json:"message,omitempty"`
 	// Targets are the wave's Applications, each with what it waits on ("" once done).
 	Targets []TargetExplanation `json:"targets,omitempty"`
 }
 
 // TargetExplanation is one Application of a wave and what it waits on.
 type TargetExplanation struct {
-	Name  string `json:"name"`
-	State string `json:"state"`
+	Name string `json:"name"`
+	// Phase of the target, in the words of the wave's: Pending, Running, Succeeded or Failed.
+	Phase stagecoachv1.Phase `json:"phase"`
 	// WaitsOn is what the target waits on; empty when it waits on nothing.
 	WaitsOn string `json:"waitsOn,omitempty"`
 }
 
 // explainWaves turns status.waves into what each target waits on: a target of a wave that has
 // not started waits on that wave's message (an earlier wave, a soak, a halt); in a wave under
-// way it is syncing (waits on Argo CD), pending (waits for a free slot of maxParallel), done or
-// failed.
+// way it is Running (waits on Argo CD), Pending (waits for a free slot of maxParallel), Succeeded
+// or Failed.
 func explainWaves(statuses []stagecoachv1.WaveStatus) []WaveExplanation {
 	out := make([]WaveExplanation, 0, len(statuses))
 	for _, w := range statuses {
@@ -39,15 +40,15 @@ func explainWaves(statuses []stagecoachv1.WaveStatus) []WaveExplanation {
 			te := TargetExplanation{Name: t}
 			switch {
 			case slices.Contains(w.Completed, t):
-				te.State = "done"
+				te.Phase = stagecoachv1.PhaseSucceeded
 			case slices.Contains(w.Failed, t):
-				te.State = "failed"
+				te.Phase = stagecoachv1.PhaseFailed
 			case slices.Contains(w.Syncing, t):
-				te.State, te.WaitsOn = "syncing", "waits on Argo CD to sync it, healthy, at the version"
-			case w.Phase == stagecoachv1.WaveProgressing:
-				te.State, te.WaitsOn = "pending", "waits on a free slot (maxParallel) in its wave"
+				te.Phase, te.WaitsOn = stagecoachv1.PhaseRunning, "waits on Argo CD to sync it, healthy, at the version"
+			case w.Phase == stagecoachv1.PhaseRunning:
+				te.Phase, te.WaitsOn = stagecoachv1.PhasePending, "waits on a free slot (maxParallel) in its wave"
 			default:
-				te.State, te.WaitsOn = "pending", w.Message
+				te.Phase, te.WaitsOn = stagecoachv1.PhasePending, w.Message
 			}
 			we.Targets = append(we.Targets, te)
 		}
@@ -56,25 +57,25 @@ func explainWaves(statuses []stagecoachv1.WaveStatus) []WaveExplanation {
 	return out
 }
 
-// wavesLines says the waves for people: one line a wave, then its targets grouped by state.
+// wavesLines says the waves for people: one line a wave, then its targets grouped by phase.
 func wavesLines(ws []WaveExplanation) []string {
 	var lines []string
 	for i, w := range ws {
 		lines = append(lines, fmt.Sprintf("wave %d/%d %q: %s: %s", i+1, len(ws), w.Name, orDash(string(w.Phase)), orDash(w.Message)))
-		var order []string
-		groups := map[string][]string{}
-		waits := map[string]string{}
+		var order []stagecoachv1.Phase
+		groups := map[stagecoachv1.Phase][]string{}
+		waits := map[stagecoachv1.Phase]string{}
 		for _, t := range w.Targets {
-			if _, ok := groups[t.State]; !ok {
-				order = append(order, t.State)
+			if _, ok := groups[t.Phase]; !ok {
+				order = append(order, t.Phase)
 			}
-			groups[t.State] = append(groups[t.State], t.Name)
-			waits[t.State] = t.WaitsOn
+			groups[t.Phase] = append(groups[t.Phase], t.Name)
+			waits[t.Phase] = t.WaitsOn
 		}
-		for _, state := range order {
-			line := fmt.Sprintf("  %s: %s", state, strings.Join(groups[state], ", "))
-			if waits[state] != "" {
-				line += " (" + waits[state] + ")"
+		for _, phase := range order {
+			line := fmt.Sprintf("  %s: %s", phase, strings.Join(groups[phase], ", "))
+			if waits[phase] != "" {
+				line += " (" + waits[phase] + ")"
 			}
 			lines = append(lines, line)
 		}

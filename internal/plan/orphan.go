@@ -16,7 +16,7 @@ const stageMissingPrefix = "waiting: Stage "
 // never started with it waits for it, saying so (it proceeds once the Stage appears); one the
 // Stage had started or queued is Aborted, since the Stage was deleted under it. It returns the
 // phase and the message, and false when the Promotion already says so.
-func Orphaned(p *stagecoachv1.Promotion, stage types.NamespacedName) (stagecoachv1.PromotionPhase, string, bool) {
+func Orphaned(p *stagecoachv1.Promotion, stage types.NamespacedName) (stagecoachv1.Phase, string, bool) {
 	if IsFinished(p) {
 		return "", "", false
 	}

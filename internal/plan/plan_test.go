@@ -19,7 +19,7 @@ const (
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func promo(name string, second int, phase stagecoachv1.PromotionPhase, action stagecoachv1.PromotionAction, auto bool) stagecoachv1.Promotion {
+func promo(name string, second int, phase stagecoachv1.Phase, action stagecoachv1.PromotionAction, auto bool) stagecoachv1.Promotion {
 	p := stagecoachv1.Promotion{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(second) * time.Second))},
 		Spec:       stagecoachv1.PromotionSpec{Action: action, Version: &stagecoachv1.VersionReference{Digest: d1}},
@@ -308,13 +308,13 @@ func TestQueuedMessage(t *testing.T) {
 func TestOrphaned(t *testing.T) {
 	stage := types.NamespacedName{Namespace: "prod", Name: "payments"}
 	missing := "waiting: Stage prod/payments does not exist: create it, or delete this Promotion and create one naming an existing Stage in spec.stage"
-	withStatus := func(phase stagecoachv1.PromotionPhase, message string) *stagecoachv1.Promotion {
+	withStatus := func(phase stagecoachv1.Phase, message string) *stagecoachv1.Promotion {
 		return &stagecoachv1.Promotion{Status: stagecoachv1.PromotionStatus{Phase: phase, Message: message}}
 	}
 	for _, tc := range []struct {
 		name      string
 		p         *stagecoachv1.Promotion
-		wantPhase stagecoachv1.PromotionPhase
+		wantPhase stagecoachv1.Phase
 		wantMsg   string
 		wantWrite bool
 	}{

@@ -17,7 +17,7 @@ func historyStage(entries ...stagecoachv1.HistoryEntry) *stagecoachv1.Stage {
 		Status: stagecoachv1.StageStatus{Current: &stagecoachv1.CurrentVersion{Digest: d1, Version: "v1.0.0"}, History: entries}}
 }
 
-func entry(digest string, action stagecoachv1.PromotionAction, phase stagecoachv1.PromotionPhase) stagecoachv1.HistoryEntry {
+func entry(digest string, action stagecoachv1.PromotionAction, phase stagecoachv1.Phase) stagecoachv1.HistoryEntry {
 	return stagecoachv1.HistoryEntry{Digest: digest, Action: action, Phase: phase, Promotion: digest[7:11] + "-" + string(phase)}
 }
 
@@ -89,7 +89,7 @@ func TestAdmitRollbackOnlyToVerified(t *testing.T) {
 // ended before apply) is someone else's write when the applier runs it.
 func TestIsForeignWrite(t *testing.T) {
 	now := metav1.Now()
-	promotion := func(digest string, applied bool, phase stagecoachv1.PromotionPhase) stagecoachv1.Promotion {
+	promotion := func(digest string, applied bool, phase stagecoachv1.Phase) stagecoachv1.Promotion {
 		p := stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: digest[7:11]},
 			Spec:   stagecoachv1.PromotionSpec{Stage: "prod", Action: stagecoachv1.ActionPromote, Version: &stagecoachv1.VersionReference{Digest: digest}},
 			Status: stagecoachv1.PromotionStatus{Phase: phase, Version: &stagecoachv1.VersionReference{Digest: digest}}}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 // APIVersion is the only record format this code reads and writes. A new format gets a new
@@ -39,23 +41,29 @@ const (
 	actionUnfreeze Action = "Unfreeze"
 )
 
-// Verdict is the outcome the record states.
+// Verdict is the outcome the record states. A promote or rollback ends in a phase, and its
+// verdict is that phase's word (stagecoachv1.Phase: one vocabulary with Promotions and waves); a
+// Verify record states a verification's outcome, which is not a phase.
 type Verdict string
 
 // Verdicts.
 const (
+	// verdictStarted is read in records of earlier versions; nothing writes it.
 	verdictStarted          Verdict = "Started"
-	VerdictSucceeded        Verdict = "Succeeded"
+	VerdictSucceeded        Verdict = Verdict(stagecoachv1.PhaseSucceeded)
+	VerdictFailed           Verdict = Verdict(stagecoachv1.PhaseFailed)
+	verdictRolledBack       Verdict = Verdict(stagecoachv1.PhaseRolledBack)
 	VerdictVerified         Verdict = "Verified"
-	VerdictFailed           Verdict = "Failed"
 	verdictDeadlineExceeded Verdict = "DeadlineExceeded"
-	verdictRolledBack       Verdict = "RolledBack"
 )
+
+// verificationOutcomes are the verdicts that are not phases: what a Verify record states.
+var verificationOutcomes = []Verdict{VerdictVerified, VerdictFailed, verdictDeadlineExceeded}
 
 // verdicts lists, per action, the verdicts a record of that action may carry ("" = none).
 var verdicts = map[Action][]Verdict{
 	ActionPromote:  {verdictStarted, VerdictSucceeded, VerdictFailed},
-	ActionVerify:   {VerdictVerified, VerdictFailed, verdictDeadlineExceeded},
+	ActionVerify:   verificationOutcomes,
 	actionRollback: {verdictRolledBack, VerdictFailed},
 	ActionFreeze:   {""},
 	actionUnfreeze: {""},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 const (
@@ -247,6 +249,26 @@ func TestLoadSigner(t *testing.T) {
 			name, ok := tc.Verify("127.0.0.1:5000/delivery/streams", testStream, msg, sig)
 			g.Expect(ok).To(BeTrue())
 			g.Expect(name).To(Equal("staging"))
+		})
+	}
+}
+
+// A promote's or rollback's verdict is the word of the phase it ended in, the one vocabulary of
+// Promotions and waves; only a Verify record states something else (and records of earlier
+// versions said Started, which is read and never written).
+func TestVerdictsArePhases(t *testing.T) {
+	for action, allowed := range verdicts {
+		t.Run(string(action), func(t *testing.T) {
+			g := NewWithT(t)
+			for _, v := range allowed {
+				switch {
+				case v == "" || v == verdictStarted:
+				case action == ActionVerify:
+					g.Expect(verificationOutcomes).To(ContainElement(v))
+				default:
+					g.Expect(stagecoachv1.Phases).To(ContainElement(stagecoachv1.Phase(v)), "verdict %q of %s", v, action)
+				}
+			}
 		})
 	}
 }

@@ -14,7 +14,7 @@ import (
 func PendingTargets(ts []Target) []string {
 	var names []string
 	for _, t := range ts {
-		if t.Phase == "" || t.Phase == Pending {
+		if t.Phase == "" || t.Phase == v1alpha1.PhasePending {
 			names = append(names, t.Name)
 		}
 	}
@@ -31,14 +31,14 @@ func WithoutSoak(ws []v1alpha1.Wave) []v1alpha1.Wave {
 	return out
 }
 
-// Abort marks the unfinished waves of the digest's rollout as aborted: their message says why,
-// a wave already started gets its finishedAt (once), and completed waves are left as they were.
+// Abort marks the unfinished waves of the digest's rollout Aborted: their message says why, a
+// wave already started gets its finishedAt (once), and ended waves are left as they were.
 func Abort(statuses []v1alpha1.WaveStatus, digest, why string, now time.Time) []v1alpha1.WaveStatus {
 	out := make([]v1alpha1.WaveStatus, len(statuses))
 	for i, s := range statuses {
 		s = *s.DeepCopy()
-		if s.Digest == digest && s.Phase != v1alpha1.WaveCompleted && s.Phase != v1alpha1.WaveFailed {
-			s.Message = why
+		if s.Digest == digest && !s.Phase.Ended() {
+			s.Phase, s.Message = v1alpha1.PhaseAborted, why
 			if s.StartedAt != nil && s.FinishedAt == nil {
 				t := metav1.NewTime(now)
 				s.FinishedAt = &t

@@ -17,7 +17,7 @@ func TestPendingTargets(t *testing.T) {
 		want []string
 	}{
 		{name: "none", in: nil, want: nil},
-		{name: "only pending and unset", in: []Target{{Name: "a", Phase: Done}, {Name: "b"}, {Name: "c", Phase: Pending}, {Name: "d", Phase: Syncing}, {Name: "e", Phase: Failed}},
+		{name: "only pending and unset", in: []Target{{Name: "a", Phase: v1alpha1.PhaseSucceeded}, {Name: "b"}, {Name: "c", Phase: v1alpha1.PhasePending}, {Name: "d", Phase: v1alpha1.PhaseRunning}, {Name: "e", Phase: v1alpha1.PhaseFailed}},
 			want: []string{"b", "c"}},
 	}
 	for _, tc := range cases {
@@ -46,27 +46,29 @@ func TestAbort(t *testing.T) {
 	finished := metav1.NewTime(t0.Add(time.Minute))
 	now := t0.Add(time.Hour)
 	in := []v1alpha1.WaveStatus{
-		{Name: "done", Digest: d2, Phase: v1alpha1.WaveCompleted, Message: "ok", StartedAt: &started, FinishedAt: &finished},
-		{Name: "running", Digest: d2, Phase: v1alpha1.WaveProgressing, Message: "1 of 3", StartedAt: &started},
-		{Name: "waiting", Digest: d2, Phase: v1alpha1.WavePending, Message: "waits"},
-		{Name: "old", Digest: d1, Phase: v1alpha1.WaveProgressing, Message: "old rollout", StartedAt: &started},
+		{Name: "done", Digest: d2, Phase: v1alpha1.PhaseSucceeded, Message: "ok", StartedAt: &started, FinishedAt: &finished},
+		{Name: "running", Digest: d2, Phase: v1alpha1.PhaseRunning, Message: "1 of 3", StartedAt: &started},
+		{Name: "waiting", Digest: d2, Phase: v1alpha1.PhasePending, Message: "waits"},
+		{Name: "old", Digest: d1, Phase: v1alpha1.PhaseRunning, Message: "old rollout", StartedAt: &started},
 	}
 	out := Abort(in, d2, "aborted by x", now)
 	cases := []struct {
 		name        string
 		i           int
+		wantPhase   v1alpha1.Phase
 		wantMessage string
 		wantFinish  *metav1.Time
 	}{
-		{name: "completed wave kept", i: 0, wantMessage: "ok", wantFinish: &finished},
-		{name: "running wave finished now", i: 1, wantMessage: "aborted by x", wantFinish: &metav1.Time{Time: now}},
-		{name: "waiting wave says why, never started", i: 2, wantMessage: "aborted by x"},
-		{name: "another digest untouched", i: 3, wantMessage: "old rollout"},
+		{name: "completed wave kept", i: 0, wantPhase: v1alpha1.PhaseSucceeded, wantMessage: "ok", wantFinish: &finished},
+		{name: "running wave finished now", i: 1, wantPhase: v1alpha1.PhaseAborted, wantMessage: "aborted by x", wantFinish: &metav1.Time{Time: now}},
+		{name: "waiting wave says why, never started", i: 2, wantPhase: v1alpha1.PhaseAborted, wantMessage: "aborted by x"},
+		{name: "another digest untouched", i: 3, wantPhase: v1alpha1.PhaseRunning, wantMessage: "old rollout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			g.Expect(out[tc.i].Message).To(Equal(tc.wantMessage))
+			g.Expect(out[tc.i].Phase).To(Equal(tc.wantPhase))
 			if tc.wantFinish == nil {
 				g.Expect(out[tc.i].FinishedAt).To(BeNil())
 			} else {

@@ -12,7 +12,7 @@ import (
 
 // Observed is one target's phase for a digest, why, and when time alone may change it.
 type Observed struct {
-	Phase   Phase
+	Phase   v1alpha1.Phase
 	Message string
 	// Recheck is when the phase may change without any write to the Application (its grace
 	// ends, its deadline passes); zero when only an event can change it.
@@ -21,14 +21,14 @@ type Observed struct {
 
 // ObserveTarget tells where one Application stands for the digest, with the same proof as a
 // single Application (applier.ArgoCDApplication.Observe): Pending while it is told to run
-// something else; Done once it has landed and held for grace (counted from the sync's
+// something else; Succeeded once it has landed and held for grace (counted from the sync's
 // finishedAt, so no memory is needed between reconciles); Failed when the sync of the digest
 // failed, or it has not landed within deadline of the time Stagecoach wrote it (the
-// AppliedAtAnnotation); Syncing otherwise.
+// AppliedAtAnnotation); Running otherwise.
 func ObserveTarget(app *unstructured.Unstructured, digest string, now time.Time, grace, deadline time.Duration) Observed {
 	engine := applier.ArgoCDApplication{}
 	if engine.Revision(app) != digest {
-		return Observed{Phase: Pending, Message: "not promoted yet"}
+		return Observed{Phase: v1alpha1.PhasePending, Message: "not promoted yet"}
 	}
 	obs := engine.Observe(app, digest)
 	landedAt := nestedString(app, "status", "operationState", "finishedAt")
@@ -43,28 +43,28 @@ func ObserveTarget(app *unstructured.Unstructured, digest string, now time.Time,
 	}
 	switch obs.Phase {
 	case applier.Failed:
-		return Observed{Phase: Failed, Message: obs.Message}
+		return Observed{Phase: v1alpha1.PhaseFailed, Message: obs.Message}
 	case applier.Landed:
 		finished, err := time.Parse(time.RFC3339, landedAt)
 		if err != nil {
-			return Observed{Phase: Done, Message: obs.Message}
+			return Observed{Phase: v1alpha1.PhaseSucceeded, Message: obs.Message}
 		}
 		// finishedAt keeps whole seconds: count from the end of its second.
 		held := finished.Add(time.Second + grace)
 		if grace > 0 && now.Before(held) {
-			return Observed{Phase: Syncing, Message: "landed, holding for the grace period: " + obs.Message, Recheck: held}
+			return Observed{Phase: v1alpha1.PhaseRunning, Message: "landed, holding for the grace period: " + obs.Message, Recheck: held}
 		}
-		return Observed{Phase: Done, Message: obs.Message}
+		return Observed{Phase: v1alpha1.PhaseSucceeded, Message: obs.Message}
 	}
 	if applied, err := time.Parse(time.RFC3339, app.GetAnnotations()[v1alpha1.AppliedAtAnnotation]); err == nil && deadline > 0 {
 		// Seconds again: the deadline is never cut short by the rounding.
 		end := applied.Add(time.Second + deadline)
 		if !now.Before(end) {
-			return Observed{Phase: Failed, Message: fmt.Sprintf("did not land within the progress deadline of %s: %s", deadline, obs.Message)}
+			return Observed{Phase: v1alpha1.PhaseFailed, Message: fmt.Sprintf("did not land within the progress deadline of %s: %s", deadline, obs.Message)}
 		}
-		return Observed{Phase: Syncing, Message: obs.Message, Recheck: end}
+		return Observed{Phase: v1alpha1.PhaseRunning, Message: obs.Message, Recheck: end}
 	}
-	return Observed{Phase: Syncing, Message: obs.Message}
+	return Observed{Phase: v1alpha1.PhaseRunning, Message: obs.Message}
 }
 
 func nestedString(obj *unstructured.Unstructured, path ...string) string {

@@ -60,32 +60,32 @@ func TestObserveTarget(t *testing.T) {
 		app         *unstructured.Unstructured
 		grace       time.Duration
 		deadline    time.Duration
-		want        Phase
+		want        v1alpha1.Phase
 		wantRecheck time.Time
 	}{
-		{name: "another digest is pending", app: app(d1, "Succeeded", "Healthy", t0, t0, ""), want: Pending},
-		{name: "written, not synced yet", app: app(d2, "", "", t0, t0, ""), want: Syncing},
-		{name: "sync of the digest failed", app: app(d2, "Failed", "", t0, t0, ""), want: Failed},
-		{name: "degraded after the sync", app: app(d2, "Succeeded", "Degraded", t0, t0, ""), want: Failed},
-		{name: "landed, no grace", app: app(d2, "Succeeded", "Healthy", t0, t0, ""), want: Done},
-		{name: "landed, grace over", app: app(d2, "Succeeded", "Healthy", t0, t0, ""), grace: 30 * time.Second, want: Done},
+		{name: "another digest is pending", app: app(d1, "Succeeded", "Healthy", t0, t0, ""), want: v1alpha1.PhasePending},
+		{name: "written, not synced yet", app: app(d2, "", "", t0, t0, ""), want: v1alpha1.PhaseRunning},
+		{name: "sync of the digest failed", app: app(d2, "Failed", "", t0, t0, ""), want: v1alpha1.PhaseFailed},
+		{name: "degraded after the sync", app: app(d2, "Succeeded", "Degraded", t0, t0, ""), want: v1alpha1.PhaseFailed},
+		{name: "landed, no grace", app: app(d2, "Succeeded", "Healthy", t0, t0, ""), want: v1alpha1.PhaseSucceeded},
+		{name: "landed, grace over", app: app(d2, "Succeeded", "Healthy", t0, t0, ""), grace: 30 * time.Second, want: v1alpha1.PhaseSucceeded},
 		{name: "landed within grace waits", app: app(d2, "Succeeded", "Healthy", now, now, ""), grace: 30 * time.Second,
-			want: Syncing, wantRecheck: now.Add(31 * time.Second)},
-		{name: "stale health is not landed", app: app(d2, "Succeeded", "Healthy", now, t0, ""), want: Syncing},
+			want: v1alpha1.PhaseRunning, wantRecheck: now.Add(31 * time.Second)},
+		{name: "stale health is not landed", app: app(d2, "Succeeded", "Healthy", now, t0, ""), want: v1alpha1.PhaseRunning},
 		{name: "back on a digest the cluster still runs after a refused sync: done without a sync",
-			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(time.Second), false), want: Done},
+			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(time.Second), false), want: v1alpha1.PhaseSucceeded},
 		{name: "back on a digest the cluster still runs, grace counted from the comparison",
 			app: rolledBack(d2, "sha256:3333", "Failed", now, now, false), grace: 30 * time.Second,
-			want: Syncing, wantRecheck: now.Add(31 * time.Second)},
+			want: v1alpha1.PhaseRunning, wantRecheck: now.Add(31 * time.Second)},
 		{name: "back on a digest: the refresh Stagecoach asked for is not done yet",
-			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(time.Second), true), want: Syncing},
+			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(time.Second), true), want: v1alpha1.PhaseRunning},
 		{name: "back on a digest: compared before Stagecoach wrote it",
-			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(-time.Second), false), want: Syncing},
+			app: rolledBack(d2, "sha256:3333", "Failed", t0, t0.Add(-time.Second), false), want: v1alpha1.PhaseRunning},
 		{name: "back on a digest: the other revision's sync still runs",
-			app: rolledBack(d2, "sha256:3333", "Running", t0, t0.Add(time.Second), false), want: Syncing},
-		{name: "past its own deadline fails", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 30 * time.Second, want: Failed},
+			app: rolledBack(d2, "sha256:3333", "Running", t0, t0.Add(time.Second), false), want: v1alpha1.PhaseRunning},
+		{name: "past its own deadline fails", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 30 * time.Second, want: v1alpha1.PhaseFailed},
 		{name: "within its own deadline syncs", app: app(d2, "", "", t0, t0, t0.Format(time.RFC3339)), deadline: 2 * time.Minute,
-			want: Syncing, wantRecheck: t0.Add(2*time.Minute + time.Second)},
+			want: v1alpha1.PhaseRunning, wantRecheck: t0.Add(2*time.Minute + time.Second)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

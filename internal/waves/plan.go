@@ -200,7 +200,7 @@ func refuse(d Decision, in Input, msg string) Decision {
 		}
 	}
 	for i, w := range in.Waves {
-		st := v1alpha1.WaveStatus{Name: w.Name, Digest: in.Digest, Phase: v1alpha1.WavePending,
+		st := v1alpha1.WaveStatus{Name: w.Name, Digest: in.Digest, Phase: v1alpha1.PhasePending,
 			Message: "waits: the wave plan is refused (see the Stage's message)"}
 		if i < len(d.Plan) {
 			st.Targets = d.Plan[i].Targets

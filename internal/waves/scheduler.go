@@ -10,20 +10,6 @@ import (
 	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
-// Phase is where one target stands for the digest being rolled out.
-type Phase string
-
-const (
-	// Pending targets do not run the digest and were not promoted yet.
-	Pending Phase = "Pending"
-	// Syncing targets were promoted and have not landed yet.
-	Syncing Phase = "Syncing"
-	// Done targets have landed with the same proof as a single Application.
-	Done Phase = "Done"
-	// Failed targets failed to land the digest.
-	Failed Phase = "Failed"
-)
-
 // Target is one Application of the ApplicationSet and the cluster it deploys to.
 type Target struct {
 	// Name of the Application.
@@ -33,7 +19,7 @@ type Target struct {
 	// Labels of the destination cluster (the Argo CD cluster Secret's labels).
 	Labels map[string]string
 	// Phase for the digest being rolled out; empty counts as Pending.
-	Phase Phase
+	Phase v1alpha1.Phase
 }
 
 // Input is everything the scheduler decides from.
@@ -139,18 +125,18 @@ func Schedule(in Input) Decision {
 		var pending []string
 		for _, t := range p.members {
 			switch t.Phase {
-			case Syncing:
+			case v1alpha1.PhaseRunning:
 				st.Syncing = append(st.Syncing, t.Name)
-			case Done:
+			case v1alpha1.PhaseSucceeded:
 				st.Completed = append(st.Completed, t.Name)
-			case Failed:
+			case v1alpha1.PhaseFailed:
 				st.Failed = append(st.Failed, t.Name)
 			default:
 				pending = append(pending, t.Name)
 			}
 		}
 		if waitOn != "" {
-			st.Phase = v1alpha1.WavePending
+			st.Phase = v1alpha1.PhasePending
 			st.Message = waitOn
 			d.Waves = append(d.Waves, st)
 			continue
@@ -168,7 +154,7 @@ func Schedule(in Input) Decision {
 		deadline := in.Waves[i].ProgressDeadline
 		halt := func() {
 			d.Halted = true
-			st.Phase = v1alpha1.WaveFailed
+			st.Phase = v1alpha1.PhaseFailed
 			if st.FinishedAt == nil {
 				st.FinishedAt = stamp()
 			}
@@ -191,21 +177,21 @@ func Schedule(in Input) Decision {
 			soak := in.Waves[i].Soak
 			if len(p.Targets) > 0 && soak != nil && i < len(plan)-1 && in.Now.Before(st.FinishedAt.Add(soak.Duration)) {
 				until := st.FinishedAt.Add(soak.Duration)
-				st.Phase = v1alpha1.WaveSoaking
+				st.Phase = v1alpha1.PhaseSoaking
 				st.Message = fmt.Sprintf("%s; soaking until %s", counts, until.UTC().Format(time.RFC3339))
 				waitOn = fmt.Sprintf("waits for wave %q to soak until %s", p.Name, until.UTC().Format(time.RFC3339))
 				d.NextCheck = until
 				break
 			}
-			st.Phase = v1alpha1.WaveCompleted
+			st.Phase = v1alpha1.PhaseSucceeded
 			st.Message = counts
 			completed++
 		case in.Suspended && moved == 0:
-			st.Phase = v1alpha1.WavePending
+			st.Phase = v1alpha1.PhasePending
 			st.Message = fmt.Sprintf("%d targets wait: the Stage is suspended", len(p.Targets))
 			waitOn = fmt.Sprintf("waits for wave %q", p.Name)
 		default:
-			st.Phase = v1alpha1.WaveProgressing
+			st.Phase = v1alpha1.PhaseRunning
 			if free := p.MaxParallel - len(st.Syncing); free > 0 && !in.Suspended {
 				start := pending[:min(free, len(pending))]
 				d.Start = append(d.Start, start...)
@@ -226,7 +212,7 @@ func Schedule(in Input) Decision {
 		d.Message = d.Waves[d.Current].Message
 		for _, p := range plan {
 			for _, t := range p.members {
-				if t.Phase == Syncing || t.Phase == Done || t.Phase == Failed {
+				if t.Phase == v1alpha1.PhaseRunning || t.Phase == v1alpha1.PhaseSucceeded || t.Phase == v1alpha1.PhaseFailed {
 					d.Rollback = append(d.Rollback, t.Name)
 				}
 			}

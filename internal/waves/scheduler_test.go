@@ -56,11 +56,11 @@ func seedWaves() []v1alpha1.Wave {
 	}
 }
 
-// run plays the engine: what was started is Syncing at the next step, and a step later Done (or
+// run plays the engine: what was started is Running at the next step, and a step later Succeeded (or
 // Failed when fail says so). It returns every decision until the rollout completes, halts or is
 // refused, and stops at limit steps.
 func run(in Input, fail func(name string) bool, limit int) []Decision {
-	phase := map[string]Phase{}
+	phase := map[string]v1alpha1.Phase{}
 	for _, t := range in.Targets {
 		phase[t.Name] = t.Phase
 	}
@@ -75,15 +75,15 @@ func run(in Input, fail func(name string) bool, limit int) []Decision {
 			break
 		}
 		for name, p := range phase {
-			if p == Syncing {
-				phase[name] = Done
+			if p == v1alpha1.PhaseRunning {
+				phase[name] = v1alpha1.PhaseSucceeded
 				if fail != nil && fail(name) {
-					phase[name] = Failed
+					phase[name] = v1alpha1.PhaseFailed
 				}
 			}
 		}
 		for _, name := range d.Start {
-			phase[name] = Syncing
+			phase[name] = v1alpha1.PhaseRunning
 		}
 		in.Previous = d.Waves
 		in.Now = in.Now.Add(time.Minute)
@@ -128,7 +128,7 @@ func TestSchedule(t *testing.T) {
 				g.Expect(d.Plan[2].Targets).To(HaveLen(8))
 				g.Expect(d.Plan[2].MaxParallel).To(Equal(2))
 				for _, w := range d.Waves {
-					g.Expect(w.Phase).To(Equal(v1alpha1.WaveCompleted))
+					g.Expect(w.Phase).To(Equal(v1alpha1.PhaseSucceeded))
 					g.Expect(w.Completed).To(ConsistOf(toAny(w.Targets)...))
 					g.Expect(w.StartedAt).NotTo(BeNil())
 					g.Expect(w.FinishedAt).NotTo(BeNil())
@@ -219,7 +219,7 @@ func TestSchedule(t *testing.T) {
 				d := last(ds)
 				g.Expect(d.Halted).To(BeTrue())
 				g.Expect(d.Complete).To(BeFalse())
-				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WaveFailed))
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.PhaseFailed))
 				g.Expect(d.Message).To(ContainSubstring("app-a-2"))
 				g.Expect(d.Message).To(ContainSubstring("halted"))
 			},
@@ -261,7 +261,7 @@ func TestSchedule(t *testing.T) {
 				// of wave b never started stay out.
 				g.Expect(d.Rollback).To(HaveLen(4))
 				g.Expect(d.Rollback).To(ContainElements("app-a-1", "app-a-2"))
-				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.WaveFailed))
+				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.PhaseFailed))
 				g.Expect(d.Waves[1].FinishedAt).NotTo(BeNil())
 			},
 		},
@@ -278,7 +278,7 @@ func TestSchedule(t *testing.T) {
 				g.Expect(d.Message).To(ContainSubstring("leave 2 of 4 targets out"))
 				g.Expect(d.Message).To(ContainSubstring("app-b-1 (b-1)"))
 				g.Expect(d.Message).To(ContainSubstring("allowPartial: true"))
-				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WavePending))
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.PhasePending))
 			},
 		},
 		{
@@ -361,7 +361,7 @@ func TestSchedule(t *testing.T) {
 				// a: started t0, done at t0+2m, soaks to t0+32m; b then runs 2 steps; the
 				// last wave's soak does not delay the end.
 				soaking := ds[2]
-				g.Expect(soaking.Waves[0].Phase).To(Equal(v1alpha1.WaveSoaking))
+				g.Expect(soaking.Waves[0].Phase).To(Equal(v1alpha1.PhaseSoaking))
 				g.Expect(soaking.NextCheck).To(Equal(t0.Add(32 * time.Minute)))
 				g.Expect(soaking.Waves[1].Message).To(ContainSubstring(`waits for wave "a" to soak until 2026-12-01T10:32:00Z`))
 				g.Expect(soaking.Start).To(BeEmpty())
@@ -371,7 +371,7 @@ func TestSchedule(t *testing.T) {
 		{
 			name: "progressDeadline halts a wave that does not finish in time",
 			in: Input{Stage: "payments", Digest: d1, Now: t0,
-				Targets:  []Target{{Name: "app-1", Cluster: "c1", Phase: Syncing}, {Name: "app-2", Cluster: "c2"}},
+				Targets:  []Target{{Name: "app-1", Cluster: "c1", Phase: v1alpha1.PhaseRunning}, {Name: "app-2", Cluster: "c2"}},
 				Waves:    []v1alpha1.Wave{{Name: "w", ProgressDeadline: dur(10 * time.Minute)}},
 				Previous: []v1alpha1.WaveStatus{{Name: "w", Digest: d1, StartedAt: &metav1.Time{Time: t0.Add(-11 * time.Minute)}}},
 			},
@@ -458,7 +458,7 @@ func TestScheduleTimes(t *testing.T) {
 	waves := []v1alpha1.Wave{{Name: "a", Selector: match("region", "a")}, {Name: "b", Selector: match("region", "b")}}
 	done := func(ts []Target) []Target {
 		for i := range ts {
-			ts[i].Phase = Done
+			ts[i].Phase = v1alpha1.PhaseSucceeded
 		}
 		return ts
 	}
@@ -494,18 +494,18 @@ func TestScheduleTimes(t *testing.T) {
 			name: "a new digest resets wave status: a completed rollout that starts again is not complete",
 			in: Input{Stage: "payments", Digest: d2, Targets: fleet("a", 1, "b", 1), Waves: waves, Now: t0,
 				Previous: []v1alpha1.WaveStatus{
-					{Name: "a", Digest: d1, Phase: v1alpha1.WaveCompleted, StartedAt: &started, FinishedAt: &finished, Completed: []string{"app-a-1"}},
-					{Name: "b", Digest: d1, Phase: v1alpha1.WaveCompleted, StartedAt: &started, FinishedAt: &finished, Completed: []string{"app-b-1"}},
+					{Name: "a", Digest: d1, Phase: v1alpha1.PhaseSucceeded, StartedAt: &started, FinishedAt: &finished, Completed: []string{"app-a-1"}},
+					{Name: "b", Digest: d1, Phase: v1alpha1.PhaseSucceeded, StartedAt: &started, FinishedAt: &finished, Completed: []string{"app-b-1"}},
 				}},
 			check: func(g *WithT, d Decision) {
 				g.Expect(d.Complete).To(BeFalse())
 				g.Expect(d.Start).To(Equal([]string{"app-a-1"}))
 				g.Expect(d.Waves[0].Digest).To(Equal(d2))
-				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WaveProgressing))
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.PhaseRunning))
 				g.Expect(d.Waves[0].StartedAt.Time).To(Equal(t0))
 				g.Expect(d.Waves[0].FinishedAt).To(BeNil())
 				g.Expect(d.Waves[0].Completed).To(BeEmpty())
-				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.WavePending))
+				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.PhasePending))
 				g.Expect(d.Waves[1].StartedAt).To(BeNil())
 				g.Expect(d.Waves[1].FinishedAt).To(BeNil())
 			},
@@ -513,36 +513,36 @@ func TestScheduleTimes(t *testing.T) {
 		{
 			name: "a suspended rollout starts nothing and stamps no wave started",
 			in: Input{Stage: "payments", Digest: d1, Suspended: true, Targets: []Target{
-				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: Done},
-				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: Pending},
+				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: v1alpha1.PhaseSucceeded},
+				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: v1alpha1.PhasePending},
 			}, Waves: waves, Now: t0, Previous: []v1alpha1.WaveStatus{{Name: "a", Digest: d1, StartedAt: &started, FinishedAt: &finished}}},
 			check: func(g *WithT, d Decision) {
 				g.Expect(d.Start).To(BeEmpty())
-				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WaveCompleted))
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.PhaseSucceeded))
 				g.Expect(d.Waves[1].StartedAt).To(BeNil(), d.Waves[1].Message)
 				g.Expect(d.Waves[1].Syncing).To(BeEmpty())
-				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.WavePending))
+				g.Expect(d.Waves[1].Phase).To(Equal(v1alpha1.PhasePending))
 				g.Expect(d.Message).To(ContainSubstring("suspended"))
 			},
 		},
 		{
 			name: "a suspended rollout does not fail by time: a wave past its progressDeadline stays as it is",
 			in: Input{Stage: "payments", Digest: d1, Suspended: true, Targets: []Target{
-				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: Syncing},
-				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: Pending},
+				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: v1alpha1.PhaseRunning},
+				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: v1alpha1.PhasePending},
 			}, Waves: []v1alpha1.Wave{{Name: "a", Selector: match("region", "a"), ProgressDeadline: dur(time.Minute)}, {Name: "b", Selector: match("region", "b")}},
 				Now: t0, Previous: []v1alpha1.WaveStatus{{Name: "a", Digest: d1, StartedAt: &started}}},
 			check: func(g *WithT, d Decision) {
 				g.Expect(d.Halted).To(BeFalse())
-				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.WaveProgressing))
+				g.Expect(d.Waves[0].Phase).To(Equal(v1alpha1.PhaseRunning))
 				g.Expect(d.Waves[0].FinishedAt).To(BeNil())
 			},
 		},
 		{
 			name: "a finished wave whose target fails later keeps finishedAt and halts",
 			in: Input{Stage: "payments", Digest: d1, Targets: []Target{
-				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: Failed},
-				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: Syncing},
+				{Name: "app-a-1", Cluster: "a-1", Labels: map[string]string{"region": "a"}, Phase: v1alpha1.PhaseFailed},
+				{Name: "app-b-1", Cluster: "b-1", Labels: map[string]string{"region": "b"}, Phase: v1alpha1.PhaseRunning},
 			}, Waves: waves, Now: t0, Previous: []v1alpha1.WaveStatus{
 				{Name: "a", Digest: d1, StartedAt: &started, FinishedAt: &finished},
 				{Name: "b", Digest: d1, StartedAt: &finished},
@@ -583,7 +583,7 @@ func BenchmarkSchedule(b *testing.B) {
 	}
 	for i := range in.Targets {
 		if done[in.Targets[i].Name] {
-			in.Targets[i].Phase = Done
+			in.Targets[i].Phase = v1alpha1.PhaseSucceeded
 		}
 	}
 	if d := Schedule(in); d.Current != 2 || len(d.Start) == 0 {

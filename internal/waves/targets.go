@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 // Argo CD's names for clusters, as its cluster Secrets and Applications spell them.
@@ -123,7 +125,7 @@ func ResolveTargets(appSet *unstructured.Unstructured, apps []unstructured.Unstr
 			problems = append(problems, fmt.Sprintf("Application %s/%s: %v", app.GetNamespace(), app.GetName(), err))
 			continue
 		}
-		targets = append(targets, Target{Name: app.GetName(), Cluster: c.Name, Labels: c.Labels, Phase: Pending})
+		targets = append(targets, Target{Name: app.GetName(), Cluster: c.Name, Labels: c.Labels, Phase: v1alpha1.PhasePending})
 	}
 	return targets, problems
 }

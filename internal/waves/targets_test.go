@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
 func obj(t *testing.T, y string) unstructured.Unstructured {
@@ -67,8 +69,8 @@ func TestResolveTargets(t *testing.T) {
 				}
 			},
 			want: []Target{
-				{Name: "p-eu", Cluster: "eu", Phase: Pending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}},
-				{Name: "p-us", Cluster: "us", Phase: Pending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "us-east-1"}},
+				{Name: "p-eu", Cluster: "eu", Phase: v1alpha1.PhasePending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}},
+				{Name: "p-us", Cluster: "us", Phase: v1alpha1.PhasePending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "us-east-1"}},
 			},
 		},
 		{
@@ -83,8 +85,8 @@ func TestResolveTargets(t *testing.T) {
 				return []unstructured.Unstructured{clusterSecret(t, "cluster-eu", "eu", "https://eu.example:6443", "eu-west-1")}
 			},
 			want: []Target{
-				{Name: "p-eu", Cluster: "eu", Phase: Pending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}},
-				{Name: "p-eu2", Cluster: "eu", Phase: Pending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}},
+				{Name: "p-eu", Cluster: "eu", Phase: v1alpha1.PhasePending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}},
+				{Name: "p-eu2", Cluster: "eu", Phase: v1alpha1.PhasePending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}},
 			},
 		},
 		{
@@ -97,8 +99,8 @@ func TestResolveTargets(t *testing.T) {
 			},
 			secrets: func(t *testing.T) []unstructured.Unstructured { return nil },
 			want: []Target{
-				{Name: "local-1", Cluster: "in-cluster", Phase: Pending},
-				{Name: "local-2", Cluster: "in-cluster", Phase: Pending},
+				{Name: "local-1", Cluster: "in-cluster", Phase: v1alpha1.PhasePending},
+				{Name: "local-2", Cluster: "in-cluster", Phase: v1alpha1.PhasePending},
 			},
 		},
 		{
@@ -109,7 +111,7 @@ func TestResolveTargets(t *testing.T) {
 			secrets: func(t *testing.T) []unstructured.Unstructured {
 				return []unstructured.Unstructured{clusterSecret(t, "home", "home", "https://kubernetes.default.svc", "eu-west-1")}
 			},
-			want: []Target{{Name: "local", Cluster: "home", Phase: Pending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}}},
+			want: []Target{{Name: "local", Cluster: "home", Phase: v1alpha1.PhasePending, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster", "region": "eu-west-1"}}},
 		},
 		{
 			name: "only Applications this ApplicationSet owns: not another one's, not an old one of the same name, not another namespace's",
@@ -124,7 +126,7 @@ func TestResolveTargets(t *testing.T) {
 				}
 			},
 			secrets: func(t *testing.T) []unstructured.Unstructured { return nil },
-			want:    []Target{{Name: "mine", Cluster: "in-cluster", Phase: Pending}},
+			want:    []Target{{Name: "mine", Cluster: "in-cluster", Phase: v1alpha1.PhasePending}},
 		},
 		{
 			name: "unknown destinations are left out and reported with what to do",

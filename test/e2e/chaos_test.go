@@ -112,7 +112,7 @@ func TestRestartChaos(t *testing.T) {
 		}
 	}()
 
-	finishes := &finishLog{finishedAt: map[string]map[string]bool{}, phases: map[string][]stagecoachv1.PromotionPhase{}}
+	finishes := &finishLog{finishedAt: map[string]map[string]bool{}, phases: map[string][]stagecoachv1.Phase{}}
 	sc.Watch("stagecoach.dev/v1alpha1", "Promotion", func(_ time.Time, u *unstructured.Unstructured) { finishes.observe(u) })
 
 	// The kills run beside the pipeline; only this goroutine restarts the controller.
@@ -251,7 +251,7 @@ func TestRestartChaos(t *testing.T) {
 type finishLog struct {
 	mu         sync.Mutex
 	finishedAt map[string]map[string]bool
-	phases     map[string][]stagecoachv1.PromotionPhase
+	phases     map[string][]stagecoachv1.Phase
 }
 
 func (f *finishLog) observe(u *unstructured.Unstructured) {
@@ -302,7 +302,7 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-func joinPhases(phases []stagecoachv1.PromotionPhase) string {
+func joinPhases(phases []stagecoachv1.Phase) string {
 	s := make([]string, len(phases))
 	for i, p := range phases {
 		s[i] = string(p)

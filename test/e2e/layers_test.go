@@ -265,7 +265,7 @@ func TestLayersRefuseCycleAndCheckKubernetesVersion(t *testing.T) {
 		sc.G.Consistently(func(g Gomega) {
 			got := &stagecoachv1.Promotion{}
 			g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(p), got)).To(Succeed())
-			g.Expect(got.Status.Phase).To(BeElementOf(stagecoachv1.PromotionPhase(""), stagecoachv1.PhasePending))
+			g.Expect(got.Status.Phase).To(BeElementOf(stagecoachv1.Phase(""), stagecoachv1.PhasePending))
 			g.Expect(localstack.Field(sc.Get(g, kustomizationAPI, "Kustomization", "ring-a"), "spec", "postBuild", "substitute", "STAGECOACH_DIGEST")).To(BeEmpty())
 		}, 2*time.Second, time.Second/10).Should(Succeed())
 	})

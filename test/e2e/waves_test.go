@@ -247,7 +247,7 @@ func TestFleetWavesArgoCD(t *testing.T) {
 		g.Expect(s.Status.Waves).To(HaveLen(3))
 		for i, w := range s.Status.Waves {
 			g.Expect(w.Digest).To(Equal(v2))
-			g.Expect(w.Phase).To(Equal(stagecoachv1.WaveCompleted), "wave %q: %s", w.Name, w.Message)
+			g.Expect(w.Phase).To(Equal(stagecoachv1.PhaseSucceeded), "wave %q: %s", w.Name, w.Message)
 			g.Expect(w.Targets).To(ConsistOf(wantWaves[i]), "wave %q", w.Name)
 			g.Expect(w.Completed).To(ConsistOf(wantWaves[i]), "wave %q", w.Name)
 			g.Expect(w.StartedAt).NotTo(BeNil(), "wave %q", w.Name)

@@ -194,11 +194,11 @@ func newPipeline(t *testing.T, service string) pipeline {
 		action stagecoachv1.PromotionAction
 		by     string
 		reason string
-		phase  stagecoachv1.PromotionPhase
+		phase  stagecoachv1.Phase
 		ago    time.Duration
 	}{
-		{stagecoachv1.ActionPromote, "alice", "weekly release", stagecoachv1.PromotionPhase("Succeeded"), 30 * time.Hour},
-		{stagecoachv1.ActionRollback, "bob", "error rate above 2%", stagecoachv1.PromotionPhase("Succeeded"), 26 * time.Hour},
+		{stagecoachv1.ActionPromote, "alice", "weekly release", stagecoachv1.Phase("Succeeded"), 30 * time.Hour},
+		{stagecoachv1.ActionRollback, "bob", "error rate above 2%", stagecoachv1.Phase("Succeeded"), 26 * time.Hour},
 	} {
 		pr := &stagecoachv1.Promotion{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.stagingNS, Name: fmt.Sprintf("staging-%d", i)},
@@ -485,7 +485,7 @@ func TestHistoryFitsAt1280(t *testing.T) {
 	}
 	g.Expect(env.Client.Create(t.Context(), pr)).To(Succeed())
 	started := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
-	pr.Status.Phase = stagecoachv1.PromotionPhase("Failed")
+	pr.Status.Phase = stagecoachv1.Phase("Failed")
 	pr.Status.Message = long
 	pr.Status.StartedAt = &started
 	g.Expect(env.Client.Status().Update(t.Context(), pr)).To(Succeed())

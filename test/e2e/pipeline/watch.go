@@ -86,7 +86,7 @@ func (p *Pipeline) Watch(ctx context.Context, interval time.Duration, report fun
 }
 
 type promotionSeen struct {
-	phase                     stagecoachv1.PromotionPhase
+	phase                     stagecoachv1.Phase
 	applied, landed, verified bool
 }
 

@@ -235,7 +235,7 @@ func promotion(g Gomega, t *testing.T, ns, name string) *stagecoachv1.Promotion 
 	return p
 }
 
-func eventuallyPhase(t *testing.T, ns, name string, phase stagecoachv1.PromotionPhase) *stagecoachv1.Promotion {
+func eventuallyPhase(t *testing.T, ns, name string, phase stagecoachv1.Phase) *stagecoachv1.Promotion {
 	t.Helper()
 	var p *stagecoachv1.Promotion
 	NewWithT(t).Eventually(func(g Gomega) {

@@ -35,7 +35,7 @@ func interceptingPatches(patch func(ctx context.Context, c client.WithWatch, obj
 
 // refusingPhaseWrites makes the controller's writes of one final phase to the Application of
 // namespace ns fail while refuse says so, and counts them.
-func refusingPhaseWrites(ns string, phase stagecoachv1.PromotionPhase, refuse func() bool, refused *atomic.Int32) func(*controller.Options) {
+func refusingPhaseWrites(ns string, phase stagecoachv1.Phase, refuse func() bool, refused *atomic.Int32) func(*controller.Options) {
 	return interceptingPatches(func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, po ...client.PatchOption) error {
 		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Application" && u.GetNamespace() == ns {
 			data, err := patch.Data(obj)
@@ -56,7 +56,7 @@ func TestPhaseAnnotationArrivesAfterFailedWrites(t *testing.T) {
 	cases := []struct {
 		name      string
 		operation string
-		phase     stagecoachv1.PromotionPhase
+		phase     stagecoachv1.Phase
 		// restart: every write of the phase fails until the controller stops; a new one starts.
 		restart bool
 	}{

@@ -310,7 +310,7 @@ func TestRollbackOnlyToAVerifiedVersion(t *testing.T) {
 	tests := []struct {
 		name      string
 		digest    string
-		wantPhase stagecoachv1.PromotionPhase
+		wantPhase stagecoachv1.Phase
 		wantMsg   string
 	}{
 		{name: "a digest never promoted here is refused", digest: digest(7), wantPhase: stagecoachv1.PhaseFailed,

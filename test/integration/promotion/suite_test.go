@@ -189,7 +189,7 @@ func getPromotion(g Gomega, ctx context.Context, ns, name string) *stagecoachv1.
 }
 
 // eventuallyPhase waits for a Promotion's phase and returns it.
-func eventuallyPhase(t *testing.T, ns, name string, phase stagecoachv1.PromotionPhase) *stagecoachv1.Promotion {
+func eventuallyPhase(t *testing.T, ns, name string, phase stagecoachv1.Phase) *stagecoachv1.Promotion {
 	t.Helper()
 	var p *stagecoachv1.Promotion
 	NewWithT(t).Eventually(func(g Gomega) {

@@ -185,7 +185,7 @@ func wavesOf(t *testing.T, ns, name, digest string, check func(g Gomega, ws []st
 
 func allCompleted(g Gomega, ws []stagecoachv1.WaveStatus) {
 	for _, w := range ws {
-		g.Expect(w.Phase).To(Equal(stagecoachv1.WaveCompleted), "wave %q: %s", w.Name, w.Message)
+		g.Expect(w.Phase).To(Equal(stagecoachv1.PhaseSucceeded), "wave %q: %s", w.Name, w.Message)
 	}
 }
 
@@ -245,14 +245,14 @@ func TestWavesRollOutInOrder(t *testing.T) {
 		argo.paused.Store(true)
 		newPromotion(t, ns, "v2", "fleet", stagecoachv1.ActionPromote, digest(2), "v2.0.0")
 		reset := wavesOf(t, ns, "fleet", digest(2), func(g Gomega, ws []stagecoachv1.WaveStatus) {
-			g.Expect(ws[0].Phase).To(Equal(stagecoachv1.WaveProgressing))
+			g.Expect(ws[0].Phase).To(Equal(stagecoachv1.PhaseRunning))
 			g.Expect(ws[0].Syncing).To(HaveLen(1))
 		})
 		for _, w := range reset {
 			g.Expect(w.Completed).To(BeEmpty(), "wave %q", w.Name)
 			g.Expect(w.FinishedAt).To(BeNil(), "wave %q", w.Name)
 		}
-		g.Expect(reset[1].Phase).To(Equal(stagecoachv1.WavePending))
+		g.Expect(reset[1].Phase).To(Equal(stagecoachv1.PhasePending))
 		g.Expect(reset[1].StartedAt).To(BeNil())
 		eventuallyCondition(t, ns, "fleet", stagecoachv1.ConditionPromoting, metav1.ConditionTrue, stagecoachv1.ReasonPromoting, "wave \"canary\"")
 		t.Run("Verified does not report the previous rollout complete", func(t *testing.T) {
@@ -265,8 +265,8 @@ func TestWavesRollOutInOrder(t *testing.T) {
 		argo.held.Store(ws[1].Targets[0]) // the second wave stays syncing
 		argo.paused.Store(false)
 		mid := wavesOf(t, ns, "fleet", digest(2), func(g Gomega, ws []stagecoachv1.WaveStatus) {
-			g.Expect(ws[0].Phase).To(Equal(stagecoachv1.WaveCompleted))
-			g.Expect(ws[1].Phase).To(Equal(stagecoachv1.WaveProgressing))
+			g.Expect(ws[0].Phase).To(Equal(stagecoachv1.PhaseSucceeded))
+			g.Expect(ws[1].Phase).To(Equal(stagecoachv1.PhaseRunning))
 		})
 		t.Run("startedAt and finishedAt are written once", func(t *testing.T) {
 			g := NewWithT(t)
@@ -355,11 +355,11 @@ func TestWavesSuspend(t *testing.T) {
 	g.Expect(getPromotion(g, t.Context(), ns, "v1").Status.Message).To(ContainSubstring("suspended"))
 	// The second wave is next, but nothing of it was promoted: it has not started.
 	ws := wavesOf(t, ns, "fleet", digest(1), func(g Gomega, ws []stagecoachv1.WaveStatus) {
-		g.Expect(ws[0].Phase).To(Equal(stagecoachv1.WaveCompleted), ws[0].Message)
+		g.Expect(ws[0].Phase).To(Equal(stagecoachv1.PhaseSucceeded), ws[0].Message)
 	})
 	g.Expect(ws[1].Syncing).To(BeEmpty())
 	g.Expect(ws[1].StartedAt).To(BeNil(), "wave %q is stamped started while the Stage is suspended: %s", ws[1].Name, ws[1].Message)
-	g.Expect(ws[1].Phase).To(Equal(stagecoachv1.WavePending), ws[1].Message)
+	g.Expect(ws[1].Phase).To(Equal(stagecoachv1.PhasePending), ws[1].Message)
 
 	setSuspend(t, ns, "fleet", false)
 	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseSucceeded)
@@ -397,6 +397,9 @@ func TestWavesAbort(t *testing.T) {
 	ws := getStage(g, t.Context(), ns, "fleet").Status.Waves
 	g.Expect(ws[0].Message).To(ContainSubstring("canary looks wrong"))
 	g.Expect(ws[0].FinishedAt).NotTo(BeNil())
+	for _, w := range ws {
+		g.Expect(w.Phase).To(Equal(stagecoachv1.PhaseAborted), "wave %q: %s", w.Name, w.Message)
+	}
 
 	written := ctl.revisionPatches.Load()
 	argo.paused.Store(false)

@@ -297,7 +297,7 @@ func getStage(g Gomega, t *testing.T, env *testenv.Env, ns, name string) *stagec
 }
 
 // eventuallyRecorded waits for a Promotion of cluster A to be recorded up to action, and returns it.
-func eventuallyRecorded(t *testing.T, ns, name string, phase stagecoachv1.PromotionPhase, action records.Action) *stagecoachv1.Promotion {
+func eventuallyRecorded(t *testing.T, ns, name string, phase stagecoachv1.Phase, action records.Action) *stagecoachv1.Promotion {
 	t.Helper()
 	var p *stagecoachv1.Promotion
 	NewWithT(t).Eventually(func(g Gomega) {
