@@ -41,7 +41,7 @@ func TestPhaseReadsEarlierWords(t *testing.T) {
 
 			out, err := json.Marshal(typed.Status.Waves[0])
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(out)).To(ContainSubstring(`"phase":"` + string(tc.want) + `"`), "written back in the current word")
+			g.Expect(string(out)).To(ContainSubstring(`"phase":"`+string(tc.want)+`"`), "written back in the current word")
 		})
 	}
 }

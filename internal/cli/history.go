@@ -28,7 +28,7 @@ type HistoryEntry struct {
 	Version     *stagecoachv1.VersionReference `json:"version,omitempty"`
 	RequestedBy string                         `json:"requestedBy,omitempty"`
 	Reason      string                         `json:"reason,omitempty"`
-	Result      stagecoachv1.Phase    `json:"result"`
+	Result      stagecoachv1.Phase             `json:"result"`
 	Message     string                         `json:"message,omitempty"`
 	CreatedAt   time.Time                      `json:"createdAt"`
 	FinishedAt  *time.Time                     `json:"finishedAt,omitempty"`
