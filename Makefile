@@ -56,11 +56,13 @@ verify: ## Fail when generated files, go.mod/go.sum or formatting are stale, or 
 	for f in $$large; do grep -qI . "$$f" || { echo "$$f is a binary over 1 MB tracked by git (a build output?): 'git rm --cached $$f' and ignore it in .gitignore"; exit 1; }; done
 	@echo "verify: generated code, go.mod, formatting and tracked files are up to date"
 
+# -race: vet compiles every dependency to type-check, and with -race it compiles them as the
+# suites' `go test -race` does, which then reuses them (a cold run compiled them once more for vet).
 .PHONY: vet
-vet: ## Run go vet (also on the end-to-end module).
-	go vet ./...
-	cd test/e2e && go vet ./...
-	cd test/ui && go vet ./...
+vet: ## Run go vet (also on the end-to-end and browser modules).
+	go vet -race ./...
+	cd test/e2e && go vet -race ./...
+	cd test/ui && go vet -race ./...
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module proxy (cached outside the checkout).
@@ -112,10 +114,10 @@ E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 
 # e2e-build comes before envtest-assets in `test` (make runs prerequisites in order without -j): it
 # builds kube-apiserver, etcd and kubectl (test/envbin/build.sh) beside Argo CD, so envtest-assets
-# then finds them built.
+# then finds them built. `go run -race`: the builder reuses the packages `make vet` compiled.
 .PHONY: e2e-build
 e2e-build: ## Build kube-apiserver, Argo CD, helm and the Flux controllers from the Go module proxy (cached; ~30 min the first time).
-	cd test/e2e && go run ./localstack/cmd build
+	cd test/e2e && go run -race ./localstack/cmd build
 
 .PHONY: e2e
 e2e: e2e-build ui-release ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
