@@ -204,7 +204,8 @@ func TestTakeoverAdoptsThenForeignWriteFreezes(t *testing.T) {
 	newPromotion(t, ns, "v1", "payments", stagecoachv1.ActionPromote, digest(1), "v1")
 	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseRunning)
 	app.waitForRevision(digest(1), false)
-	g.Expect(ctl.revisionPatches.Load()).To(Equal(int32(1)))
+	// The API server shows the write before the controller's Patch call returns and counts it.
+	g.Eventually(ctl.revisionPatches.Load, timeout, interval).Should(Equal(int32(1)))
 	app.deploy(digest(1), false, "Succeeded", "Healthy")
 	eventuallyPhase(t, ns, "v1", stagecoachv1.PhaseSucceeded)
 	g.Expect(getStage(g, t.Context(), ns, "payments").Status.Conditions).NotTo(ContainElement(
