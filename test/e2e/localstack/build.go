@@ -325,9 +325,10 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 			return fmt.Errorf("go build of %s wrote no %s: %w", g.what, binaryName(o.pkg), err)
 		}
 	}
-	if !g.checkout {
-		fmt.Fprintf(progress, "stack: built %s in %s\n", g.what, time.Since(start).Round(time.Second))
-	}
+	// CPU time too (the go command's and every compiler's and linker's it waited for): on a machine
+	// shared with other builds, wall time alone does not say what a build costs.
+	fmt.Fprintf(progress, "stack: built %s in %s (%s CPU)\n", g.what, time.Since(start).Round(time.Second),
+		(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Round(time.Second))
 	return nil
 }
 
