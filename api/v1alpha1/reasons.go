@@ -65,6 +65,10 @@ const (
 	// ReasonChartRepositoryMismatch: Mediated=False for an applier given a chart version whose
 	// chart repository is not the repository where the Stage's versions are judged.
 	ReasonChartRepositoryMismatch = "ChartRepositoryMismatch"
+	// ReasonUpstreamRepositoryMismatch: Ready=False for a Stage whose
+	// spec.source.upstream.repository (what its applier renders) is not the repository the head of
+	// its upstream chain offers versions of.
+	ReasonUpstreamRepositoryMismatch = "UpstreamRepositoryMismatch"
 	// ReasonCompletionFailed: spec.completion's failed rule matched.
 	ReasonCompletionFailed = "CompletionFailed"
 	// ReasonDependencyCycle: spec.dependsOn leads back to the Stage.

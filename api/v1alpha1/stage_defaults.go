@@ -41,6 +41,10 @@ const (
 	PolicyPromotionRequester = "promotion-requester-guard.stagecoach.dev"
 	PolicyApproval           = "approval-guard.stagecoach.dev"
 	PolicyStageAuthor        = "stage-author-guard.stagecoach.dev"
+	// PolicyStageStatus and PolicyPromotionStatus let only the controller write Stages' and
+	// Promotions' status: every Stage relies on both (a verified version, a passed gate).
+	PolicyStageStatus     = "stage-status-guard.stagecoach.dev"
+	PolicyPromotionStatus = "promotion-status-guard.stagecoach.dev"
 )
 
 // BuiltinApplier is a kind Stagecoach applies and observes itself.

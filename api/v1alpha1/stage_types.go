@@ -228,7 +228,9 @@ type FieldSetting struct {
 	Path string `json:"path"`
 
 	// Value is a Go template over the version: {{ .Digest }}, {{ .Version }} (the tag),
-	// {{ .Repository }} and {{ .Image }} (repository@digest).
+	// {{ .Revision }} (a commit's SHA for a Git source, the digest otherwise), {{ .Repository }}
+	// and {{ .Image }} (repository@digest): the repository of spec.source.registry, or
+	// spec.source.upstream.repository for a Stage taking an upstream's versions.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +required
@@ -524,6 +526,15 @@ type UpstreamSource struct {
 	// Namespace of the upstream Stage; this Stage's namespace when empty.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+
+	// Repository is the OCI repository this Stage takes its upstream's versions from: the one
+	// {{ .Repository }} and {{ .Image }} render in spec.applyRef.set. A Stage renders only a
+	// repository its own spec names, never one an upstream Stage's editor chose; when the head of
+	// the upstream chain offers versions of another repository, the Stage is not Ready
+	// (UpstreamRepositoryMismatch) and nothing is written.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Repository string `json:"repository,omitempty"`
 
 	// Verify checks what the version carries before this Stage takes it, in the repository at the
 	// head of the upstream chain (with its registry credentials when that Stage is in this

@@ -28,8 +28,10 @@ var helmRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io
 
 // Resolver reads where a chart comes from and what its tags name.
 type Resolver struct {
-	// Live reads what carries no Stage label (a HelmRepository) and Secrets, live.
+	// Live reads what carries no Stage label (a HelmRepository), live.
 	Live client.Reader
+	// Secrets reads registry credentials, as far as the Stage's author may.
+	Secrets registry.Secrets
 	// Stages reads the Stages up an upstream chain.
 	Stages client.Reader
 	// Registry resolves tags; nil answers every resolve with an error.
@@ -86,14 +88,15 @@ func (r Resolver) Resolve(ctx context.Context, stage, head *stagecoachv1.Stage, 
 		return "", errors.New("the controller has no registry client")
 	}
 	req := registry.Request{Repository: src.Repository}
-	owner, ref := stage, (*stagecoachv1.LocalObjectReference)(nil)
+	owner, ref, field := stage, (*stagecoachv1.LocalObjectReference)(nil), ""
 	switch {
 	case head != nil && applier.SameRepository(head.Spec.Source.Registry.Repository, src.Repository):
 		owner, ref, req.Insecure = head, head.Spec.Source.Registry.SecretRef, head.Spec.Source.Registry.Insecure
+		field = "spec.source.registry.secretRef of Stage " + head.Name
 	case stage.Spec.Source.UpstreamRecords != nil:
-		ref = stage.Spec.Source.UpstreamRecords.SecretRef
+		ref, field = stage.Spec.Source.UpstreamRecords.SecretRef, "spec.source.upstreamRecords.secretRef"
 	}
-	keychain, block, err := registry.Keychain(ctx, r.Live, owner, ref)
+	keychain, block, err := registry.Keychain(ctx, r.Secrets, owner, ref, field)
 	switch {
 	case err != nil:
 		return "", err

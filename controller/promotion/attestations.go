@@ -12,13 +12,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/internal/attest"
-	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/source/registry"
@@ -126,7 +124,7 @@ func (r *Runner) versionRepository(ctx context.Context, stage *stagecoachv1.Stag
 	}
 	src := head.Spec.Source.Registry
 	if head.Namespace == stage.Namespace {
-		if keychain, block, err = registry.Keychain(ctx, r.APIReader, head, src.SecretRef); err != nil || block != nil {
+		if keychain, block, err = registry.Keychain(ctx, r.Secrets, head, src.SecretRef, "spec.source.registry.secretRef of Stage "+head.Name); err != nil || block != nil {
 			return "", false, nil, block, err
 		}
 	}
@@ -289,23 +287,7 @@ func (run *Run) attestKeychain(ctx context.Context) (authn.Keychain, error) {
 	if ref == nil {
 		return nil, nil
 	}
-	author := stage.Spec.Author
-	if author == nil {
-		return nil, fmt.Errorf("Stage %s names no spec.author, and the controller pushes with Secret %s (spec.attest.secretRef) only as whoever set the Stage, "+
-			"when they may read it themselves: set spec.author.user to your user name", stage.Name, ref.Name)
-	}
-	if run.r.Authors == nil {
-		return nil, errors.New("this controller cannot ask whether the Stage's author may read spec.attest.secretRef")
-	}
-	allowed, err := run.r.Authors.May(ctx, run.r.Client, run.now, author, "get", secretsResource, stage.Namespace, ref.Name)
-	if err != nil {
-		return nil, err
-	}
-	if !allowed {
-		return nil, fmt.Errorf("the Stage's author %s may not get Secret '%s/%s' (spec.attest.secretRef): grant them get on it, or have someone who may re-apply the Stage",
-			authz.Describe(author), stage.Namespace, ref.Name)
-	}
-	keychain, block, err := registry.Keychain(ctx, run.r.APIReader, stage, ref)
+	keychain, block, err := registry.Keychain(ctx, run.r.Secrets, stage, ref, "spec.attest.secretRef")
 	if err != nil {
 		return nil, err
 	}
@@ -314,9 +296,6 @@ func (run *Run) attestKeychain(ctx context.Context) (authn.Keychain, error) {
 	}
 	return keychain, nil
 }
-
-// secretsResource is what a Stage's author must be allowed to get to push with a Secret.
-var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 // promotionPredicate is what the attestation says of p: the Stage, the version, every gate's
 // verdict and the engine's proof that it landed.

@@ -237,7 +237,7 @@ func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stag
 	if trustedRoot == nil {
 		trustedRoot = r.SigstoreTrustedRoot // nil still: the shipped one
 	}
-	keychain, credBlock, err := registry.Keychain(ctx, r.APIReader, stage, src.SecretRef)
+	keychain, credBlock, err := registry.Keychain(ctx, r.Secrets, stage, src.SecretRef, "spec.source.registry.secretRef")
 	if err != nil {
 		return nil, err
 	}

@@ -69,11 +69,12 @@ type Runner struct {
 	Annotator *PhaseAnnotator
 
 	// Attestor signs the promotion attestations of Stages with spec.attest (nil: none are
-	// written); Cluster names this cluster in them. Authors answers whether a Stage's author may
-	// read the Secret the attestation is pushed with.
+	// written); Cluster names this cluster in them.
 	Attestor *attest.Signer
 	Cluster  string
-	Authors  *authz.Reviews
+	// Secrets reads the Secrets Stages name (registry credentials, the attestation push's), as
+	// far as each Stage's author may.
+	Secrets *authz.Secrets
 	// attestFailures counts, per Stage, the attestation attempts that failed in a row (backoff).
 	attestFailures sync.Map
 }

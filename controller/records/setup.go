@@ -39,7 +39,8 @@ type Config struct {
 // trust ConfigMap current, nil for a file or none.
 func SetUp(ctx context.Context, reader client.Reader, cfg Config) (*Recorder, *recordsource.Source, *TrustWatch, error) {
 	transport := ociclient.NewTransport(cfg.RegistryTimeout)
-	follower := &recordsource.Source{Secrets: reader, Transport: transport, Interval: cfg.UpstreamRecordsInterval,
+	// Secrets: the Stage reconciler sets the author-checked reader (authz.Secrets) it shares.
+	follower := &recordsource.Source{Transport: transport, Interval: cfg.UpstreamRecordsInterval,
 		RepositoryOf: applyRepositoryOf(reader)}
 	watch, err := setUpTrust(ctx, reader, cfg, follower)
 	if err != nil {

@@ -14,13 +14,26 @@ import (
 // The Stages a Stage follows, read for its own reconcile: the chain of upstreams to the registry
 // its versions come from, and the Stages it depends on.
 
-// repositoryOf is the OCI repository of the Stage's versions: its registry source's, or the one
-// at the head of its upstream chain. "" when none is known.
-func (r *Reconciler) repositoryOf(ctx context.Context, stage *stagecoachv1.Stage) string {
-	if head := r.charts().Head(ctx, stage); head != nil {
-		return head.Spec.Source.Registry.Repository
+// repositoryOf is the OCI repository the Stage's generic applier renders ({{ .Repository }},
+// {{ .Image }}): one the Stage's own spec names, its registry source's or
+// spec.source.upstream.repository, never the head of its upstream chain's, which whoever may edit
+// that Stage chose. problem says why it cannot be used: the head offers versions of another
+// repository. "" when the Stage names none.
+func (r *Reconciler) repositoryOf(ctx context.Context, stage *stagecoachv1.Stage) (repo, problem string) {
+	src := stage.Spec.Source
+	switch {
+	case src.Registry != nil:
+		return src.Registry.Repository, ""
+	case src.Upstream == nil || src.Upstream.Repository == "":
+		return "", ""
 	}
-	return ""
+	own := src.Upstream.Repository
+	if head := r.charts().Head(ctx, stage); head != nil && !applier.SameRepository(head.Spec.Source.Registry.Repository, own) {
+		return own, fmt.Sprintf("Stage '%s' renders %s (spec.source.upstream.repository), but the head of its upstream chain, Stage '%s/%s', offers versions of %s: "+
+			"those digests are not in the repository this Stage accepts. Point spec.source.upstream.repository at %s if you accept it, or the upstream Stage's source back at %s",
+			stage.Name, own, head.Namespace, head.Name, head.Spec.Source.Registry.Repository, head.Spec.Source.Registry.Repository, own)
+	}
+	return own, ""
 }
 
 // versionKindOf is the kind of version the Stage's source offers: its own source's, or that of

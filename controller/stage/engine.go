@@ -64,9 +64,13 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 		v.message = fmt.Sprintf("%s has no built-in applier: list the fields that carry the version in spec.applyRef.set", described)
 		return nil
 	}
-	generic := applier.Generic{Stage: stage.Name, Set: ref.Set, Completion: stage.Spec.Completion,
-		Repository: r.repositoryOf(ctx, stage)}
+	repo, problem := r.repositoryOf(ctx, stage)
+	generic := applier.Generic{Stage: stage.Name, Set: ref.Set, Completion: stage.Spec.Completion, Repository: repo}
 	v.engine, v.generic = generic, true
+	if problem != "" && generic.RendersRepository() {
+		v.ready, v.reason, v.message = false, stagecoachv1.ReasonUpstreamRepositoryMismatch, problem
+		return nil
+	}
 	v.checkEngine(stage)
 	if !v.ready {
 		v.stalled = v.reason == stagecoachv1.ReasonApplierSetInvalid

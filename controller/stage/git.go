@@ -7,14 +7,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
 	"github.com/stagecoach-dev/stagecoach/internal/authz"
 )
-
-var secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 // checkGitPromotion judges a Stage that promotes by commit (spec.promotion.git). Who may push
 // through it: the controller pushes with the credentials, signs with the key and opens and merges
@@ -40,7 +37,6 @@ func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.
 			return nil
 		}
 	}
-	author := stage.Spec.Author
 	var secrets []string
 	refs := []*stagecoachv1.LocalObjectReference{spec.SecretRef, spec.SigningKeyRef}
 	if spec.PullRequest != nil {
@@ -51,21 +47,16 @@ func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.
 			secrets = append(secrets, ref.Name)
 		}
 	}
-	if len(secrets) > 0 && author == nil {
-		v.ready, v.reason = false, stagecoachv1.ReasonAuthorMissing
-		v.message = fmt.Sprintf("Stage '%s' names no spec.author, and the controller pushes with Secret %s (spec.promotion.git) only as whoever set the Stage, when they may read it themselves: set spec.author.user to your user name (kubectl auth whoami; admission checks it is you)",
-			stage.Name, strings.Join(secrets, " and "))
-		return nil
-	}
 	for _, name := range secrets {
-		allowed, err := r.authors.May(ctx, r.Client, r.clock().Now(), author, "get", secretsResource, stage.Namespace, name)
+		refusal, err := r.secrets.MayRead(ctx, stage, name, "spec.promotion.git")
 		if err != nil {
 			return err
 		}
-		if !allowed {
-			v.ready, v.reason, v.retry = false, stagecoachv1.ReasonAuthorForbidden, true
-			v.message = fmt.Sprintf("the Stage's author %s may not get Secret '%s/%s' (spec.promotion.git): the controller pushes and signs through a Stage only with what its author may read; grant %s get on that Secret, or have someone who may re-apply the Stage with spec.author naming them",
-				authz.Describe(author), stage.Namespace, name, author.User)
+		if refusal != nil {
+			// AuthorMissing waits for a person to name an author; a right granted counts at the
+			// next look.
+			v.ready, v.reason, v.retry = false, refusal.Reason, refusal.Reason == stagecoachv1.ReasonAuthorForbidden
+			v.message = refusal.Message
 			return nil
 		}
 	}
@@ -78,22 +69,8 @@ func (r *Reconciler) checkGitPromotion(ctx context.Context, stage *stagecoachv1.
 // it follows, upstreamRecords.gitRepository) with a credentials Secret, or "": only as the Stage's
 // author, when they may get it themselves (a SubjectAccessReview), since whoever sets the source
 // sends the credentials to the URL it names.
-func (r *Reconciler) authorMayRead(ctx context.Context, stage *stagecoachv1.Stage, secret, field string) (string, error) {
-	author := stage.Spec.Author
-	if author == nil {
-		return fmt.Sprintf("Stage '%s' names no spec.author, and the controller fetches with Secret '%s' (%s) only as whoever set the Stage's source, "+
-			"when they may read it themselves: set spec.author.user to your user name (kubectl auth whoami; admission checks it is you)",
-			stage.Name, secret, field), nil
-	}
-	allowed, err := r.authors.May(ctx, r.Client, r.clock().Now(), author, "get", secretsResource, stage.Namespace, secret)
-	if err != nil {
-		return "", err
-	}
-	if !allowed {
-		return fmt.Sprintf("the Stage's author %s may not get Secret '%s/%s' (%s), so the controller does not fetch with it: grant %s get on that Secret, "+
-			"or have someone who may re-apply the Stage with spec.author naming them", authz.Describe(author), stage.Namespace, secret, field, author.User), nil
-	}
-	return "", nil
+func (r *Reconciler) authorMayRead(ctx context.Context, stage *stagecoachv1.Stage, secret, field string) (*authz.Refusal, error) {
+	return r.secrets.MayRead(ctx, stage, secret, field)
 }
 
 // upstreamCommit says whether a commit a Stage's upstream records offer is on a branch of its

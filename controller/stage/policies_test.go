@@ -31,6 +31,8 @@ func TestApplyGuarded(t *testing.T) {
 	}
 	deny, audit, warn := admissionregistrationv1.Deny, admissionregistrationv1.Audit, admissionregistrationv1.Warn
 	const app, create, requester, author = "application-guard.stagecoach.dev", "application-create-guard.stagecoach.dev", "promotion-requester-guard.stagecoach.dev", "stage-author-guard.stagecoach.dev"
+	const stageStatus, promotionStatus = "stage-status-guard.stagecoach.dev", "promotion-status-guard.stagecoach.dev"
+	statusGuards := []client.Object{vap(stageStatus), binding(stageStatus, deny), vap(promotionStatus), binding(promotionStatus, deny)}
 	cases := []struct {
 		name       string
 		kind       string
@@ -40,20 +42,20 @@ func TestApplyGuarded(t *testing.T) {
 		wantReason string
 		wantMsg    string
 	}{
-		{name: "installed and denying", kind: "Application", objs: []client.Object{vap(app), binding(app, deny, audit), vap(create), binding(create, deny), vap(requester), binding(requester, deny)},
+		{name: "installed and denying", kind: "Application", objs: append([]client.Object{vap(app), binding(app, deny, audit), vap(create), binding(create, deny), vap(requester), binding(requester, deny)}, statusGuards...),
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled},
 		{name: "nothing installed", kind: "Application",
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
-			wantMsg: "admission policies application-guard.stagecoach.dev, application-create-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev are not installed and bound to deny"},
-		{name: "bound only to warn: not enforced", kind: "Application", objs: []client.Object{vap(app), binding(app, warn, audit), vap(create), binding(create, deny), vap(requester), binding(requester, deny)},
+			wantMsg: "admission policies application-guard.stagecoach.dev, application-create-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev, stage-status-guard.stagecoach.dev, promotion-status-guard.stagecoach.dev are not installed and bound to deny"},
+		{name: "bound only to warn: not enforced", kind: "Application", objs: append([]client.Object{vap(app), binding(app, warn, audit), vap(create), binding(create, deny), vap(requester), binding(requester, deny)}, statusGuards...),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing, wantMsg: "admission policy application-guard.stagecoach.dev is not installed"},
-		{name: "a binding without its policy", kind: "Application", objs: []client.Object{binding(app, deny), vap(create), binding(create, deny), vap(requester), binding(requester, deny)},
+		{name: "a binding without its policy", kind: "Application", objs: append([]client.Object{binding(app, deny), vap(create), binding(create, deny), vap(requester), binding(requester, deny)}, statusGuards...),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing},
 		{name: "not allowed to look", kind: "Application", forbidden: true,
 			wantStatus: metav1.ConditionUnknown, wantReason: stagecoachv1.ReasonPoliciesUnreadable, wantMsg: "grant its service account list on validatingadmissionpolicies"},
-		{name: "any other kind relies on the author guard", kind: "Widget", objs: []client.Object{vap(author), binding(author, deny)},
+		{name: "any other kind relies on the author guard", kind: "Widget", objs: append([]client.Object{vap(author), binding(author, deny)}, statusGuards...),
 			wantStatus: metav1.ConditionTrue, wantReason: stagecoachv1.ReasonPoliciesInstalled, wantMsg: author},
-		{name: "any other kind without the author guard", kind: "Widget", objs: []client.Object{vap(app), binding(app, deny)},
+		{name: "any other kind without the author guard", kind: "Widget", objs: append([]client.Object{vap(app), binding(app, deny)}, statusGuards...),
 			wantStatus: metav1.ConditionFalse, wantReason: stagecoachv1.ReasonPoliciesMissing,
 			wantMsg: "admission policy stage-author-guard.stagecoach.dev is not installed and bound to deny: anyone who may write Stage 'shop/payments' can name an author"},
 	}

@@ -93,6 +93,10 @@ type Reconciler struct {
 	// Appliers reads appliers from the label-selected cache where that is safe (nil: live).
 	Appliers *ApplierReader
 
+	// secrets reads the Secrets the Stage names, as far as its author may (built with the runner).
+	secrets *authz.Secrets
+	// actAs creates what the controller makes for a Stage's author (check runs) as that author.
+	actAs *authz.Impersonator
 	// promotions moves the Stage's Promotions (built by SetupWithManager from the fields above).
 	promotions  *promotion.Runner
 	policies    *policyCheck
@@ -220,7 +224,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 // charts resolves chart tags where the engines pull them.
 func (r *Reconciler) charts() chart.Resolver {
-	return chart.Resolver{Live: r.APIReader, Stages: r.Client, Registry: r.Registry}
+	return chart.Resolver{Live: r.APIReader, Secrets: r.secrets, Stages: r.Client, Registry: r.Registry}
 }
 
 func (r *Reconciler) clock() clock.PassiveClock {

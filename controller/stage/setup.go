@@ -25,6 +25,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/controller/freeze"
 	"github.com/stagecoach-dev/stagecoach/controller/hooks"
 	"github.com/stagecoach-dev/stagecoach/controller/promotion"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
 	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
@@ -112,6 +113,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		r.PolicyRecheckInterval = time.Minute
 	}
 	r.policies = &policyCheck{reader: r.APIReader, interval: r.PolicyRecheckInterval}
+	r.actAs = &authz.Impersonator{Config: mgr.GetConfig(), Options: client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}}
 	r.promotions = r.newRunner(ctx, annotator)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("stage").
@@ -348,6 +350,7 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 	if r.GitSource == nil {
 		r.GitSource = &gitsource.Source{Reader: r.APIReader}
 	}
+	r.secrets = &authz.Secrets{Reader: r.APIReader, Client: r.Client, Reviews: &r.authors, Now: r.clock().Now}
 	if r.GitSource.MayRead == nil {
 		r.GitSource.MayRead = r.authorMayRead
 	}
@@ -356,18 +359,19 @@ func (r *Reconciler) newRunner(ctx context.Context, annotator *promotion.PhaseAn
 	}
 	if r.Follower != nil {
 		r.Follower.Commits = r.upstreamCommit
+		r.Follower.Secrets = r.secrets
 	}
 	return &promotion.Runner{
 		Client: r.Client, APIReader: r.APIReader, Identity: r.Identity, Events: r.Events, FluxEvents: r.FluxEvents,
 		Clock: r.Clock, ClusterFreezeNamespace: r.ClusterFreezeNamespace, ServerVersion: r.ServerVersion, Observer: r.Observer,
-		RegistrySource: &registry.Source{Lister: r.Registry, Secrets: r.APIReader, Verdicts: verdicts},
+		RegistrySource: &registry.Source{Lister: r.Registry, Secrets: r.secrets, Verdicts: verdicts},
 		Follower:       r.Follower, GitSource: r.GitSource, GitWriter: r.GitWriter, Charts: r.charts(),
 		Verdicts: verdicts, RegistryTransport: r.RegistryTransport, SigstoreTrustedRoot: r.SigstoreTrustedRoot,
 		Checks: promotion.NewCheckRuns(&check.Runner{PluginDir: r.CheckPluginDir, AllowInternalTargets: r.AllowInternalCheckTargets,
 			// A run's deadline counts from its creationTimestamp, the API server's time: the real clock.
-			Runs: &runcheck.Runs{Client: r.Client, Reader: r.APIReader, Authors: &r.authors}},
+			Runs: &runcheck.Runs{Client: r.Client, Reader: r.APIReader, Authors: &r.authors, AsAuthor: r.actAs}},
 			ctx, r.Wake),
 		Annotator: annotator,
-		Attestor:  r.Attestor, Cluster: r.Cluster, Authors: &r.authors,
+		Attestor:  r.Attestor, Cluster: r.Cluster, Secrets: r.secrets,
 	}
 }

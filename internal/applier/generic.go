@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -249,6 +250,15 @@ func (w WithCompletion) AlreadyLive(obj *unstructured.Unstructured, digest strin
 	return at, true
 }
 
+// RendersRepository says whether a value renders the repository ({{ .Repository }}, {{ .Image }}).
+func (g Generic) RendersRepository() bool {
+	return slices.ContainsFunc(g.Set, func(s stagecoachv1.FieldSetting) bool { return usesRepository(s.Value) })
+}
+
+func usesRepository(value string) bool {
+	return strings.Contains(value, ".Repository") || strings.Contains(value, ".Image")
+}
+
 type renderedField struct {
 	path   string
 	tokens []string
@@ -277,8 +287,10 @@ func (g Generic) render(obj *unstructured.Unstructured, v Version) ([]renderedFi
 		if err := tmpl.Execute(&buf, data); err != nil {
 			return nil, fmt.Errorf("spec.applyRef.set value for %s does not render: %v; use {{ .Digest }}, {{ .Version }}, {{ .Repository }} or {{ .Image }}", s.Path, err)
 		}
-		if (strings.Contains(s.Value, ".Repository") || strings.Contains(s.Value, ".Image")) && g.Repository == "" {
-			return nil, fmt.Errorf("spec.applyRef.set value for %s uses the repository, but the Stage's source names none (an upstream chain without a registry source); use {{ .Digest }}", s.Path)
+		if usesRepository(s.Value) && g.Repository == "" {
+			return nil, fmt.Errorf("spec.applyRef.set value for %s uses the repository, but the Stage's own source names none: a Stage renders only a repository "+
+				"its own spec names (spec.source.registry.repository, or spec.source.upstream.repository for a Stage taking an upstream Stage's versions), "+
+				"never one an upstream Stage chose; set it, or write the repository into the value (repository@{{ .Digest }})", s.Path)
 		}
 		if err := checkListItems(obj.Object, tokens); err != nil {
 			return nil, fmt.Errorf("spec.applyRef.set path %s: %v", s.Path, err)

@@ -13,6 +13,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
@@ -82,4 +83,34 @@ func Describe(author *stagecoachv1.StageAuthor) string {
 		return author.User
 	}
 	return author.User + " (groups " + strings.Join(author.Groups, ", ") + ")"
+}
+
+// Impersonator builds clients that act as a person. What the controller creates for a Stage's
+// author (a check's run) is the author's act: created through such a client, RBAC and every
+// admission rule that speaks of who made an object (a Promotion's requester, a CSR's user, a
+// RoleBinding's escalation check) see the author, not the controller.
+type Impersonator struct {
+	// Config is the controller's own; the impersonation headers are added to a copy.
+	Config *rest.Config
+	// Options carry the scheme and the REST mapper the controller's client uses.
+	Options client.Options
+}
+
+// AsAuthor is a client acting as the Stage's author, in the groups spec.author lists and
+// system:authenticated, as the SubjectAccessReviews of May ask.
+func (i *Impersonator) AsAuthor(author *stagecoachv1.StageAuthor) (client.Client, error) {
+	if i == nil || i.Config == nil {
+		return nil, fmt.Errorf("this controller cannot act as %s: it was started without its REST config", author.User)
+	}
+	cfg := rest.CopyConfig(i.Config)
+	groups := slices.Clone(author.Groups)
+	if !slices.Contains(groups, "system:authenticated") {
+		groups = append(groups, "system:authenticated")
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: author.User, Groups: groups}
+	c, err := client.New(cfg, i.Options)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build a client acting as %s: %w", author.User, err)
+	}
+	return c, nil
 }

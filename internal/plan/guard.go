@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,12 +11,14 @@ import (
 )
 
 // GuardPolicies are the policies a Stage relies on: its applier's guard, the requester guard
-// (the approvals gate trusts spec.requestedBy) and, when it asks for approvals, the Approval
-// guard. A kind no policy guards relies on the author guard: the controller writes it as
-// spec.author, which only that policy makes the Stage's real author.
+// (the approvals gate trusts spec.requestedBy), when it asks for approvals the Approval guard,
+// and the status guards (only the controller may say a version verified or a gate passed). A
+// kind no policy guards relies on the author guard instead of an applier's: the controller writes
+// it as spec.author, which only that policy makes the Stage's real author.
 func GuardPolicies(stage *stagecoachv1.Stage) []string {
+	statusGuards := []string{stagecoachv1.PolicyStageStatus, stagecoachv1.PolicyPromotionStatus}
 	if !stage.Spec.ApplyRef.Builtin() {
-		return []string{stagecoachv1.PolicyStageAuthor}
+		return append([]string{stagecoachv1.PolicyStageAuthor}, statusGuards...)
 	}
 	builtin, ok := stagecoachv1.LookupBuiltinApplier(stage.Spec.ApplyRef.Kind)
 	if !ok {
@@ -25,7 +28,7 @@ func GuardPolicies(stage *stagecoachv1.Stage) []string {
 	if p := stage.Spec.Promotion; p != nil && p.Approvals != nil {
 		out = append(out, stagecoachv1.PolicyApproval)
 	}
-	return out
+	return append(out, statusGuards...)
 }
 
 // Guarded is the Stage's Guarded condition, given the policies the API server enforces (installed
@@ -50,7 +53,14 @@ func Guarded(stage *stagecoachv1.Stage, enforced map[string]bool) *metav1.Condit
 		what, verb = "admission policies", "are"
 	}
 	risk := fmt.Sprintf("anyone who may edit %s '%s/%s' can change what it runs", stage.Spec.ApplyRef.Kind, stage.Namespace, stage.Spec.ApplyRef.Name)
-	if !stage.Spec.ApplyRef.Builtin() {
+	onlyStatus := !slices.ContainsFunc(missing, func(p string) bool {
+		return p != stagecoachv1.PolicyStageStatus && p != stagecoachv1.PolicyPromotionStatus
+	})
+	switch {
+	case onlyStatus:
+		risk = fmt.Sprintf("anyone who may write the status of Stage '%s/%s' or its Promotions can mark a version verified or its gates passed",
+			stage.Namespace, stage.Name)
+	case !stage.Spec.ApplyRef.Builtin():
 		risk = fmt.Sprintf("anyone who may write Stage '%s/%s' can name an author whose rights the controller writes %s '%s' with",
 			stage.Namespace, stage.Name, stage.Spec.ApplyRef.Kind, stage.Spec.ApplyRef.Name)
 	}

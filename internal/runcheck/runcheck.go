@@ -1,6 +1,6 @@
 // Package runcheck runs a Stage's run checks (checks[].run): it renders the check's object
-// template for the version, creates the object in the Stage's namespace where the Stage's author
-// may create it, owned by the Promotion, reads it until its completion rules decide, and keeps
+// template for the version, creates the object in the Stage's namespace as the Stage's author
+// (impersonated, so that RBAC and admission judge the author), owned by the Promotion, reads it until its completion rules decide, and keeps
 // only the newest runs of each check. Creating an object is a way to change what runs in the
 // cluster, so the controller does it only as far as the author could have done it themselves.
 package runcheck
@@ -55,6 +55,10 @@ type Runs struct {
 	Reader client.Reader
 	// Authors answers whether a Stage's author may create the run's kind.
 	Authors *authz.Reviews
+	// AsAuthor creates each run as the Stage's author (impersonation): a run is the author's act,
+	// and admission must judge the author, not the controller (a Promotion created as a run names
+	// its real requester; a kind whose admission trusts its creator trusts the author).
+	AsAuthor *authz.Impersonator
 }
 
 var _ check.RunObjects = (*Runs)(nil)
@@ -345,10 +349,20 @@ func (r *Runs) create(ctx context.Context, obj *unstructured.Unstructured, name 
 			Name: in.Promotion, UID: types.UID(in.PromotionUID), Controller: &isController}})
 	}
 	obj.SetLabels(labels)
-	if err := r.Client.Create(ctx, obj, client.FieldOwner(applier.FieldManager)); err != nil {
-		if apierrors.IsForbidden(err) {
-			return nil, fmt.Errorf("the controller may not create %s in namespace %s (%v): grant the controller's service account "+
-				"create, get, list, patch and delete on %s there", resource.GroupResource(), in.Namespace, err, resource.GroupResource())
+	asAuthor, err := r.AsAuthor.AsAuthor(in.Author)
+	if err != nil {
+		return nil, err
+	}
+	if err := asAuthor.Create(ctx, obj, client.FieldOwner(applier.FieldManager)); err != nil {
+		switch {
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot impersonate"):
+			return nil, fmt.Errorf("the controller may not act as the Stage's author %s to create the %s run (%w): a run is created as its author; "+
+				"grant the controller's service account impersonate on users and groups (the install's ClusterRole has it)",
+				authz.Describe(in.Author), obj.GetKind(), err)
+		case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+			// RBAC or an admission policy refused the author: the API server's words say which.
+			return nil, fmt.Errorf("the %s run, created as the Stage's author %s in namespace %s, was refused: %w",
+				obj.GetKind(), authz.Describe(in.Author), in.Namespace, err)
 		}
 		return nil, fmt.Errorf("failed to create the %s run in namespace %s: %w", obj.GetKind(), in.Namespace, err)
 	}

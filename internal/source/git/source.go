@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/semver"
 	"github.com/stagecoach-dev/stagecoach/internal/source"
@@ -42,10 +43,10 @@ type Source struct {
 	// follow, live (the controller does not cache Secrets).
 	Reader client.Reader
 	// MayRead says why the Stage's author may not have the controller fetch with a credentials
-	// Secret the Stage names (field says where), or "" when they may: whoever sets a source sends
-	// its credentials to the URL it names, so they are used only as far as the author could read
-	// them. Nil: no check (tests of the source alone).
-	MayRead func(ctx context.Context, stage *stagecoachv1.Stage, secret, field string) (string, error)
+	// Secret the Stage names (field says where), or nil when they may (authz.Secrets.MayRead):
+	// whoever sets a source sends its credentials to the URL it names, so they are used only as
+	// far as the author could read them. Nil: no check (tests of the source alone).
+	MayRead func(ctx context.Context, stage *stagecoachv1.Stage, secret, field string) (*authz.Refusal, error)
 
 	mu       sync.Mutex
 	repos    map[string]*repository
@@ -275,12 +276,12 @@ func (s *Source) fetch(ctx context.Context, stage *stagecoachv1.Stage, set setti
 		// A followed GitRepository names its own URL and Secret: whoever wrote it already has
 		// source-controller fetch with them there, and the Stage adds no new destination.
 		if s.MayRead != nil && !set.followed {
-			why, err := s.MayRead(ctx, stage, ref.Name, set.field("secretRef", "spec.secretRef"))
+			refusal, err := s.MayRead(ctx, stage, ref.Name, set.field("secretRef", "spec.secretRef"))
 			if err != nil {
 				return nil, nil, err
 			}
-			if why != "" {
-				return nil, sourceBlock(stagecoachv1.ReasonAuthorForbidden, "%s", why), nil
+			if refusal != nil {
+				return nil, sourceBlock(refusal.Reason, "%s", refusal.Message), nil
 			}
 		}
 		secret := &corev1.Secret{}
@@ -352,9 +353,12 @@ func (s *Source) HasCommit(ctx context.Context, stage *stagecoachv1.Stage, ref *
 	// The author's right first, even for a commit already found: the clone is shared by every
 	// Stage of the namespace naming this URL and Secret, and says what the repository holds.
 	if ref.SecretRef != nil && s.MayRead != nil {
-		why, err := s.MayRead(ctx, stage, ref.SecretRef.Name, set.field("secretRef", ""))
-		if err != nil || why != "" {
-			return why, err
+		refusal, err := s.MayRead(ctx, stage, ref.SecretRef.Name, set.field("secretRef", ""))
+		if err != nil {
+			return "", err
+		}
+		if refusal != nil {
+			return refusal.Message, nil
 		}
 	}
 	key := client.ObjectKeyFromObject(stage)

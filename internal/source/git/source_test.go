@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/source/git/gittest"
 )
 
@@ -191,11 +192,11 @@ func TestHasCommitBranchesAndAuthor(t *testing.T) {
 		var allowed atomic.Bool
 		allowed.Store(true)
 		s := &Source{Reader: secretReader{"creds": {"username": []byte("ci"), "password": []byte("x")}},
-			MayRead: func(_ context.Context, _ *stagecoachv1.Stage, secret, field string) (string, error) {
+			MayRead: func(_ context.Context, _ *stagecoachv1.Stage, secret, field string) (*authz.Refusal, error) {
 				if allowed.Load() {
-					return "", nil
+					return nil, nil
 				}
-				return "the Stage's author may not get Secret " + secret + " (" + field + ")", nil
+				return &authz.Refusal{Reason: stagecoachv1.ReasonAuthorForbidden, Message: "the Stage's author may not get Secret " + secret + " (" + field + ")"}, nil
 			}}
 		stage := &stagecoachv1.Stage{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "follower"}}
 		ref := &stagecoachv1.GitRepositoryReference{URL: srv.URL, Insecure: true, SecretRef: &stagecoachv1.LocalObjectReference{Name: "creds"}}

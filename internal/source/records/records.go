@@ -41,7 +41,7 @@ type Source struct {
 	// UpstreamUntrusted). SetTrust replaces it while the Source runs.
 	Trust *trust.Config
 	// Secrets reads the Stages' credential Secrets.
-	Secrets client.Reader
+	Secrets registry.Secrets
 	// Transport is the base round tripper for registries (ociclient.NewTransport).
 	Transport http.RoundTripper
 	// Interval is how often automation reads a stream at most; DefaultInterval when zero.
@@ -221,7 +221,7 @@ func (s *Source) read(ctx context.Context, stage *stagecoachv1.Stage, now time.T
 		return f, nil
 	}
 	if f.store == nil {
-		keychain, block, err := registry.Keychain(ctx, s.Secrets, stage, src.SecretRef)
+		keychain, block, err := registry.Keychain(ctx, s.Secrets, stage, src.SecretRef, "spec.source.upstreamRecords.secretRef")
 		if err != nil {
 			return nil, err
 		}
@@ -382,7 +382,7 @@ func (s *Source) inApplyRepository(ctx context.Context, stage *stagecoachv1.Stag
 	}
 	var keychain authn.Keychain
 	if src := stage.Spec.Source.UpstreamRecords; src.SecretRef != nil {
-		kc, block, err := registry.Keychain(ctx, s.Secrets, stage, src.SecretRef)
+		kc, block, err := registry.Keychain(ctx, s.Secrets, stage, src.SecretRef, "spec.source.upstreamRecords.secretRef")
 		if err != nil {
 			return "", err
 		}

@@ -10,12 +10,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/ociclient"
 	"github.com/stagecoach-dev/stagecoach/internal/plan"
 	"github.com/stagecoach-dev/stagecoach/internal/semver"
@@ -29,8 +29,8 @@ import (
 // memory: a restart only means one listing more.
 type Source struct {
 	Lister *Lister
-	// Secrets reads the Stages' credential Secrets (live: the controller does not cache Secrets).
-	Secrets client.Reader
+	// Secrets reads the Stages' credential Secrets, as far as each Stage's author may.
+	Secrets Secrets
 	// Verdicts, when set, is the signature verdict cache of the Stages' verifiers: each listing
 	// drops the repository's "not signed" verdicts from it, so a signature pushed after the
 	// image counts from the next listing (or at once when a person asks for one), not only when
@@ -182,7 +182,7 @@ func describeSelection(src *stagecoachv1.RegistrySource) string {
 // itself, like a registry that is down) is a block on the candidate, not an error.
 func (s *Source) list(ctx context.Context, stage *stagecoachv1.Stage) (Result, *stagecoachv1.GateBlock, error) {
 	src := stage.Spec.Source.Registry
-	keychain, block, err := Keychain(ctx, s.Secrets, stage, src.SecretRef)
+	keychain, block, err := Keychain(ctx, s.Secrets, stage, src.SecretRef, "spec.source.registry.secretRef")
 	if err != nil || block != nil {
 		return Result{}, block, err
 	}
@@ -205,7 +205,7 @@ func (s *Source) Resolve(ctx context.Context, stage *stagecoachv1.Stage, tag str
 	if src == nil {
 		return "", fmt.Errorf("Stage %s/%s has no registry source to resolve tag %q in", stage.Namespace, stage.Name, tag)
 	}
-	keychain, block, err := Keychain(ctx, s.Secrets, stage, src.SecretRef)
+	keychain, block, err := Keychain(ctx, s.Secrets, stage, src.SecretRef, "spec.source.registry.secretRef")
 	switch {
 	case err != nil:
 		return "", err
@@ -227,9 +227,16 @@ func reasonOf(err error) string {
 	return stagecoachv1.ReasonSourceInvalid
 }
 
-// Keychain reads a docker-config Secret of the Stage's namespace. A Secret a person must create
-// or fix is a source block (CredentialsUnreadable), not an error; nil ref means anonymous.
-func Keychain(ctx context.Context, secrets client.Reader, stage *stagecoachv1.Stage, ref *stagecoachv1.LocalObjectReference) (authn.Keychain, *stagecoachv1.GateBlock, error) {
+// Secrets reads a Secret a Stage names, as far as the Stage's author may get it (authz.Secrets):
+// an *authz.Refusal when the author may not or it is not there.
+type Secrets interface {
+	Get(ctx context.Context, stage *stagecoachv1.Stage, name, field string) (*corev1.Secret, error)
+}
+
+// Keychain reads the docker-config Secret the Stage's field names (in its namespace), only as far
+// as the Stage's author may get it. A Secret a person must create, fix or grant is a source block
+// (CredentialsUnreadable), not an error; nil ref means anonymous.
+func Keychain(ctx context.Context, secrets Secrets, stage *stagecoachv1.Stage, ref *stagecoachv1.LocalObjectReference, field string) (authn.Keychain, *stagecoachv1.GateBlock, error) {
 	if ref == nil {
 		return nil, nil, nil
 	}
@@ -237,12 +244,15 @@ func Keychain(ctx context.Context, secrets client.Reader, stage *stagecoachv1.St
 		return nil, &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: stagecoachv1.ReasonCredentialsUnreadable,
 			Message: fmt.Sprintf(format, args...)}, nil
 	}
-	secret := &corev1.Secret{}
-	if err := secrets.Get(ctx, client.ObjectKey{Namespace: stage.Namespace, Name: ref.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return block("Secret '%s/%s' with the registry credentials cannot be read (%v): create it or fix secretRef", stage.Namespace, ref.Name, err)
-		}
-		return nil, nil, fmt.Errorf("failed to read Secret %s/%s for Stage %q: %w", stage.Namespace, ref.Name, stage.Name, err)
+	if secrets == nil {
+		return nil, nil, fmt.Errorf("this controller has no reader of Secrets for Stage %q's %s", stage.Name, field)
+	}
+	secret, err := secrets.Get(ctx, stage, ref.Name, field)
+	if refusal, ok := authz.AsRefusal(err); ok {
+		return nil, &stagecoachv1.GateBlock{Gate: stagecoachv1.GateSource, Reason: refusal.Reason, Message: refusal.Message}, nil
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	data, ok := secret.Data[corev1.DockerConfigJsonKey]
 	if !ok {

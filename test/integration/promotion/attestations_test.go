@@ -189,7 +189,7 @@ func TestPromotionAttestationPushesOnlyAsItsAuthorMay(t *testing.T) {
 		upstream    bool   // the attesting Stage takes a registry Stage's versions
 		wantWarning string // empty: attested
 	}{
-		{name: "no author", wantWarning: "names no spec.author, and the controller pushes with Secret push (spec.attest.secretRef) only as whoever set the Stage"},
+		{name: "no author", wantWarning: "names no spec.author, and the controller uses Secret 'push' (spec.attest.secretRef) only as whoever set the Stage"},
 		{name: "an author who may not read the push Secret", author: &stagecoachv1.StageAuthor{User: "tina"},
 			wantWarning: "the Stage's author tina may not get Secret '%s/push' (spec.attest.secretRef)"},
 		{name: "an author who may read it", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true},

@@ -2,7 +2,9 @@ package promotion
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,4 +228,46 @@ func TestGenericKindTheControllerMayNotWatch(t *testing.T) {
 	out, err = env.Kubectl(t, "create", "clusterrolebinding", "widgets-"+ns, "--clusterrole=widgets-"+ns, "--user="+user)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	eventuallyCondition(t, ns, "w", stagecoachv1.ConditionReady, metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "spec.applyRef.set applies to it")
+}
+
+// Issue 50 item 2: a Stage renders into its applier only a repository its own spec names. A
+// person who may edit only dev points dev's source at her own repository; prod, which takes dev's
+// versions, never writes her repository into its applier: without spec.source.upstream.repository
+// {{ .Image }} does not render, and a repository prod names that is not dev's holds it too.
+func TestDownstreamRendersOnlyItsOwnRepository(t *testing.T) {
+	imageOfTheRepository := []stagecoachv1.FieldSetting{{Path: "/spec/containers/0/image", Value: "{{ .Image }}"}}
+	for _, tc := range []struct {
+		name       string
+		devRepo    string
+		prodRepo   string // spec.source.upstream.repository
+		reason     string
+		message    string
+		wantStatus metav1.ConditionStatus
+	}{
+		{name: "no repository of its own", devRepo: "127.0.0.1:1/mallory/app", wantStatus: metav1.ConditionFalse,
+			reason: stagecoachv1.ReasonApplierSetInvalid, message: "uses the repository, but the Stage's own source names none"},
+		{name: "its own repository, not the upstream's", devRepo: "127.0.0.1:1/mallory/app", prodRepo: "registry.example/shop", wantStatus: metav1.ConditionFalse,
+			reason:  stagecoachv1.ReasonUpstreamRepositoryMismatch,
+			message: "Stage 'prod' renders registry.example/shop (spec.source.upstream.repository), but the head of its upstream chain, Stage '%s/dev', offers versions of 127.0.0.1:1/mallory/app"},
+		{name: "its own repository, the upstream's", devRepo: "127.0.0.1:1/shop/app", prodRepo: "127.0.0.1:1/shop/app", wantStatus: metav1.ConditionTrue,
+			reason: stagecoachv1.ReasonApplierReady, message: "spec.applyRef.set applies to it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			newWidget(t, ns, "prod", "prod")
+			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: tc.devRepo, Semver: ">=1.0.0"}}
+			})
+			newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+				widgetStage("prod", imageOfTheRepository)(s)
+				s.Spec.Source = stagecoachv1.StageSource{Upstream: &stagecoachv1.UpstreamSource{Stage: "dev", Repository: tc.prodRepo}}
+			})
+			startController(t, nil)
+			message := tc.message
+			if strings.Contains(message, "%s") {
+				message = fmt.Sprintf(message, ns)
+			}
+			eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionReady, tc.wantStatus, tc.reason, message)
+		})
+	}
 }

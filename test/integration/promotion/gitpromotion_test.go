@@ -42,10 +42,10 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 		wantMessage string
 	}{
 		{name: "no author", app: gitApp(srv.URL, "env/staging"), wantReason: stagecoachv1.ReasonAuthorMissing,
-			wantMessage: "Stage 'staging' names no spec.author, and the controller pushes with Secret push (spec.promotion.git) only as whoever set the Stage"},
+			wantMessage: "Stage 'staging' names no spec.author, and the controller uses Secret 'push' (spec.promotion.git) only as whoever set the Stage"},
 		{name: "an author who may not read the credentials", author: &stagecoachv1.StageAuthor{User: "tina"}, app: gitApp(srv.URL, "env/staging"),
 			wantReason:  stagecoachv1.ReasonAuthorForbidden,
-			wantMessage: "the Stage's author tina may not get Secret '%s/push' (spec.promotion.git): the controller pushes and signs through a Stage only with what its author may read"},
+			wantMessage: "the Stage's author tina may not get Secret '%s/push' (spec.promotion.git), so the controller does not use it"},
 		{name: "an author who may read the credentials but not the forge token", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true,
 			app: gitApp(srv.URL, "env/staging"), pullRequest: true, wantReason: stagecoachv1.ReasonAuthorForbidden,
 			wantMessage: "the Stage's author tina may not get Secret '%s/token' (spec.promotion.git)"},

@@ -183,10 +183,10 @@ func TestGitSourceBadInput(t *testing.T) {
 	}{
 		{name: "credentials the author may not read", secret: map[string][]byte{"username": []byte("ci"), "password": []byte("s3cret")},
 			author: &stagecoachv1.StageAuthor{User: "tina"}, wantReason: stagecoachv1.ReasonAuthorForbidden,
-			wantParts: []string{"the Stage's author tina may not get Secret", "/git-credentials' (spec.source.git.secretRef)", "does not fetch with it"}},
+			wantParts: []string{"the Stage's author tina may not get Secret", "/git-credentials' (spec.source.git.secretRef)", "so the controller does not use it"}},
 		{name: "credentials and no author", secret: map[string][]byte{"username": []byte("ci"), "password": []byte("s3cret")},
-			noAuthor: true, wantReason: stagecoachv1.ReasonAuthorForbidden,
-			wantParts: []string{"names no spec.author, and the controller fetches with Secret 'git-credentials' (spec.source.git.secretRef)"}},
+			noAuthor: true, wantReason: stagecoachv1.ReasonAuthorMissing,
+			wantParts: []string{"names no spec.author, and the controller uses Secret 'git-credentials' (spec.source.git.secretRef)"}},
 		{name: "wrong credentials", secret: map[string][]byte{"username": []byte("ci"), "password": []byte("nope")},
 			wantReason: stagecoachv1.ReasonGitUnauthorized, wantParts: []string{"refused to serve the repository", "fix the credentials in Secret"}},
 		{name: "no credentials", mutate: func(src *stagecoachv1.GitSource) { src.SecretRef = nil },

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
@@ -365,4 +366,74 @@ func TestUnreadableKeysMakeTheStageNotReady(t *testing.T) {
 	NewWithT(t).Consistently(func(g Gomega) {
 		g.Expect(promotionsOf(g, t, ns, "dev")).To(BeEmpty())
 	}, time.Second, interval).Should(Succeed())
+}
+
+// Issue 50 item 3: a registry source's pull Secret is used only as far as the Stage's author may
+// get it, as the Git, promotion and attestation Secrets are: an author who may not read it, or
+// no author, lists nothing from the private repository, with a reason naming the Secret and the
+// fix; an author who may lists and is offered its versions.
+func TestRegistryCredentialsOnlyAsTheAuthorMay(t *testing.T) {
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, password, ok := r.BasicAuth(); !ok || user != "ci" || password != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	repo := host + "/private/app"
+	img, err := random.Image(64, 1)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	ref, err := name.NewTag(repo + ":v1.0.0")
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	NewWithT(t).Expect(remote.Write(ref, img, remote.WithContext(t.Context()), remote.WithAuth(&authn.Basic{Username: "ci", Password: "s3cret"}))).To(Succeed())
+	v1, err := img.Digest()
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	startController(t, nil)
+
+	for _, tc := range []struct {
+		name       string
+		author     *stagecoachv1.StageAuthor
+		grant      bool // RBAC lets the author get the pull Secret
+		wantReason string
+		wantParts  []string
+	}{
+		{name: "an author who may not read the pull Secret", author: &stagecoachv1.StageAuthor{User: "tina"}, wantReason: stagecoachv1.ReasonAuthorForbidden,
+			wantParts: []string{"the Stage's author tina may not get Secret", "/pull' (spec.source.registry.secretRef), so the controller does not use it"}},
+		{name: "no author", wantReason: stagecoachv1.ReasonAuthorMissing,
+			wantParts: []string{"Stage 'dev' names no spec.author, and the controller uses Secret 'pull' (spec.source.registry.secretRef)"}},
+		{name: "an author who may", author: &stagecoachv1.StageAuthor{User: "tina"}, grant: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			config := fmt.Sprintf(`{"auths":{%q:{"username":"ci","password":"s3cret"}}}`, host)
+			g.Expect(env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pull"},
+				Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(config)}})).To(Succeed())
+			if tc.grant {
+				grantSecret(t, ns, "pull", tc.author.User)
+			}
+			newApplication(t, ns, "dev", ociSpec(ns))
+			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+				s.Spec.Author = tc.author
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{Repository: repo, Semver: ">=1.0.0",
+					SecretRef: &stagecoachv1.LocalObjectReference{Name: "pull"}}}
+			})
+			if tc.wantReason == "" {
+				g.Eventually(func(g Gomega) {
+					s := getStage(g, t.Context(), ns, "dev")
+					g.Expect(s.Status.Candidate).NotTo(BeNil())
+					g.Expect(s.Status.Candidate.Digest).To(Equal(v1.String()), toJSON(s.Status.Candidate))
+				}, timeout, interval).Should(Succeed())
+				return
+			}
+			eventuallyBlockedBy(t, ns, "dev", stagecoachv1.GateSource, tc.wantParts...)
+			s := getStage(g, t.Context(), ns, "dev")
+			g.Expect(s.Status.Candidate.BlockedBy[0].Reason).To(Equal(tc.wantReason))
+			g.Expect(s.Status.Candidate.Digest).To(BeEmpty())
+		})
+	}
 }

@@ -42,13 +42,14 @@ func TestGuardedSaysWhetherPoliciesAreInstalled(t *testing.T) {
 		}, timeout, interval).Should(Succeed())
 	}
 	guarded(metav1.ConditionFalse, stagecoachv1.ReasonPoliciesMissing, fmt.Sprintf(
-		"admission policies flux-kustomization-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev are not installed and bound to deny: "+
+		"admission policies flux-kustomization-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev, stage-status-guard.stagecoach.dev, promotion-status-guard.stagecoach.dev are not installed and bound to deny: "+
 			"anyone who may edit Kustomization '%s/app' can change what it runs", ns))
 
 	// Stand-ins with the guards' names that match nothing, so the suite's other tests may write freely.
 	warn, deny := []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
 	for name, actions := range map[string][]admissionregistrationv1.ValidationAction{
-		"flux-kustomization-guard.stagecoach.dev": warn, "promotion-requester-guard.stagecoach.dev": deny} {
+		"flux-kustomization-guard.stagecoach.dev": warn, "promotion-requester-guard.stagecoach.dev": deny,
+		"stage-status-guard.stagecoach.dev": deny, "promotion-status-guard.stagecoach.dev": deny} {
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
@@ -74,5 +75,5 @@ func TestGuardedSaysWhetherPoliciesAreInstalled(t *testing.T) {
 	binding.Spec.ValidationActions = deny
 	g.Expect(env.Client.Update(t.Context(), binding)).To(Succeed())
 	guarded(metav1.ConditionTrue, stagecoachv1.ReasonPoliciesInstalled,
-		"admission policies flux-kustomization-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev deny what they guard")
+		"admission policies flux-kustomization-guard.stagecoach.dev, promotion-requester-guard.stagecoach.dev, stage-status-guard.stagecoach.dev, promotion-status-guard.stagecoach.dev deny what they guard")
 }
