@@ -10,6 +10,9 @@ TOOLS_DIR := $(CACHE_DIR)/tools
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GO_TEST_FLAGS ?= -race -count=1
+# Each phase of `make test` is timed (wall and CPU) into this file; `make test` prints it at the end.
+export STAGECOACH_PHASES ?= $(CACHE_DIR)/last-phases.tsv
+PHASE := hack/phases.sh run
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: help
@@ -20,7 +23,7 @@ help: ## Show the targets.
 # stop in the first seconds naming the command to run (.ci/run uses the same script with --install).
 .PHONY: prereqs
 prereqs: ## Check Go, git, make, a C compiler, redis-server, Node.js, Chromium and free disk; as root, install what is missing from Debian (STAGECOACH_INSTALL_PREREQS=0 refuses).
-	@hack/prereqs.sh --for test
+	@$(PHASE) "prereqs (Go toolchain)" hack/prereqs.sh --for test
 
 .PHONY: build
 build: ## Build bin/stagecoach.
@@ -60,25 +63,30 @@ verify: ## Fail when generated files, go.mod/go.sum or formatting are stale, or 
 # suites' `go test -race` does, which then reuses them (a cold run compiled them once more for vet).
 .PHONY: vet
 vet: ## Run go vet (also on the end-to-end and browser modules).
-	go vet -race ./...
-	cd test/e2e && go vet -race ./...
-	cd test/ui && go vet -race ./...
+	$(PHASE) "vet (compiles -race deps)" bash -ec 'go vet -race ./...; cd test/e2e && go vet -race ./...; cd ../ui && go vet -race ./...'
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module proxy (cached outside the checkout).
-	@test/envbin/build.sh >/dev/null
+	@$(PHASE) envtest-assets test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: prereqs verify vet ui-release e2e-build envtest-assets ## The test command: verify generated code, vet, the UI extension's build, unit tests and release tarball, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST).
+test: phases-reset prereqs verify vet ui-release e2e-build envtest-assets ## The test command: verify generated code, vet, the UI extension's build, unit tests and release tarball, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST); ends with the time of each phase.
 	@mkdir -p $(CACHE_DIR)
 	@# Every module runs even when one fails; one testsum prints one summary, and any failure
-	@# fails the target (the group's status and pipefail).
+	@# fails the target (the group's status and pipefail). Each suite's phase includes its
+	@# compile (go test -json says only how long the tests ran).
 	{ rc=0; \
-	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" go test $(GO_TEST_FLAGS) -timeout 30m -json ./... || rc=1; \
-	  $(CMPSERVER_TEST) || rc=1; \
-	  $(UI_TEST) || rc=1; \
-	  $(E2E_TEST) || rc=1; \
-	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum
+	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" $(PHASE) "unit + envtest suites" go test $(GO_TEST_FLAGS) -timeout 30m -json ./... || rc=1; \
+	  $(PHASE) "cmp-server suite" bash -c '$(CMPSERVER_TEST)' || rc=1; \
+	  $(PHASE) "browser suite" bash -c '$(UI_TEST)' || rc=1; \
+	  $(PHASE) "end-to-end suite" bash -c '$(E2E_TEST)' || rc=1; \
+	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum; \
+	status=$$?; hack/phases.sh report; exit $$status
+
+# .ci/run times its own first steps (the install of prerequisites) and keeps them.
+.PHONY: phases-reset
+phases-reset:
+	@[ -n "$$STAGECOACH_PHASES_KEEP" ] || hack/phases.sh reset
 
 # The unit tests: every package whose tests start no API server (they do not import envtest), so a
 # package joins or leaves by what it imports, not by a list here. The envtest suites, the cmp-server
@@ -117,7 +125,7 @@ E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 # then finds them built. `go run -race`: the builder reuses the packages `make vet` compiled.
 .PHONY: e2e-build
 e2e-build: ## Build kube-apiserver, Argo CD, helm and the Flux controllers from the Go module proxy (cached; ~30 min the first time).
-	cd test/e2e && go run -race ./localstack/cmd build
+	$(PHASE) "e2e-build (the stack)" bash -c 'cd test/e2e && go run -race ./localstack/cmd build'
 
 .PHONY: e2e
 e2e: e2e-build ui-release ## End-to-end scenarios on a local kube-apiserver with real Argo CD, Flux and the stagecoach controller.
@@ -160,8 +168,8 @@ UI_STAMP := $(UI_DIR)/node_modules/.stagecoach-lock.sha256
 .PHONY: ui
 ui: ## Build the Argo CD UI extension (npm ci, esbuild) and run its type check and unit tests (vitest).
 	@cd $(UI_DIR) && if ! sha256sum --status -c $(CURDIR)/$(UI_STAMP) 2>/dev/null; then \
-		npm ci --no-audit --no-fund && sha256sum package-lock.json > $(CURDIR)/$(UI_STAMP); fi
-	cd $(UI_DIR) && node build.mjs && npx tsc --noEmit && npx vitest run
+		$(CURDIR)/$(PHASE) "ui: npm ci" npm ci --no-audit --no-fund && sha256sum package-lock.json > $(CURDIR)/$(UI_STAMP); fi
+	cd $(UI_DIR) && $(CURDIR)/$(PHASE) "ui: build and tests" bash -ec 'node build.mjs && npx tsc --noEmit && npx vitest run'
 
 # The archive argocd-extension-installer expects: a top-level resources/ that it copies to
 # /tmp/extensions/resources/, where argocd-server serves every extension*.js; the .sha256 file is

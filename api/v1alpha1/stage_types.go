@@ -1213,7 +1213,7 @@ type SkippedVersion struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 	Digest  string `json:"digest"`
-	// Gate is signature or history.
+	// Gate is signature, attestations or history.
 	Gate string `json:"gate"`
 	// +optional
 	Reason string `json:"reason,omitempty"`

@@ -366,6 +366,10 @@ func CommitMessage(stage *stagecoachv1.Stage, p *stagecoachv1.Promotion) string 
 	version := p.Status.Version.Tag
 	if version == "" {
 		version = p.Status.Version.Digest
+		if sha := gitsource.Commit(version); sha != "" {
+			// A person's promote of a commit names no tag: call it as automation does.
+			version = gitsource.Short(sha)
+		}
 	}
 	if p.Spec.Action == stagecoachv1.ActionRollback {
 		fmt.Fprintf(&b, "Revert %s in %s to %s\n\n", stage.Spec.Service, stage.Spec.Environment, version)

@@ -3,7 +3,9 @@ package stage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +53,8 @@ type applierVerdict struct {
 	applying []*unstructured.Unstructured
 	// git is set when the Stage promotes by commit to the branch the applier syncs.
 	git *stagecoachv1.GitPromotion
+	// commits: the Stage's versions are Git commits (a git source, here or up its chain).
+	commits bool
 }
 
 // checkEngine applies the engine's own rules to a readable, labelled applier.
@@ -89,10 +93,17 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionFalse, v.unmediated.Reason, v.unmediated.Message)
 	case v.rollout() == nil || !v.ready:
 		meta.RemoveStatusCondition(&stage.Status.Conditions, stagecoachv1.ConditionMediated)
-	case v.git != nil:
+	case v.git != nil && v.git.Merge:
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
-			fmt.Sprintf("%s '%s/%s' runs what branch %s of %s holds, and Stagecoach writes the version there; a commit by someone else to what it writes freezes the Stage (protect the branch so that only Stagecoach's key may push)",
+			fmt.Sprintf("%s '%s/%s' runs what branch %s of %s holds, and Stagecoach merges each promoted commit there; a commit by someone else on the branch freezes the Stage (protect the branch so that only Stagecoach's key may push)",
 				v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name, v.git.Branch, v.git.URL))
+	case v.git != nil:
+		// Only the files spec.promotion.git.set edits are judged: the applier syncs the whole
+		// path, so a commit by someone else to any other file runs unjudged (issue 50 item 4).
+		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
+			fmt.Sprintf("%s '%s/%s' runs what branch %s of %s holds, and Stagecoach writes the version into %s there; a commit by someone else to those files freezes the Stage, "+
+				"but a commit to any other file the applier syncs runs without any gate: protect the branch so that only Stagecoach's key may push",
+				v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name, v.git.Branch, v.git.URL, gitFiles(v.git)))
 	case v.engine != nil && v.engine.PinsTag(v.obj) && v.byVersion != "":
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediatedByVersion, v.byVersion)
 	case v.engine != nil && v.engine.PinsTag(v.obj):
@@ -100,8 +111,12 @@ func (v applierVerdict) apply(stage *stagecoachv1.Stage) {
 			fmt.Sprintf("%s '%s/%s' is given the chart version, not the digest: the engine resolves the version itself, so Stagecoach checks the digest behind it before it writes and again when it lands (a version pushed again fails the Promotion, which rolls back)",
 				v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))
 	default:
+		promoted := "digest"
+		if v.commits {
+			promoted = "commit"
+		}
 		setCondition(stage, stagecoachv1.ConditionMediated, metav1.ConditionTrue, stagecoachv1.ReasonMediated,
-			fmt.Sprintf("%s '%s/%s': only the promoted digest decides what it runs", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name))
+			fmt.Sprintf("%s '%s/%s': only the promoted %s decides what it runs", v.gvk.Kind, stage.Namespace, stage.Spec.ApplyRef.Name, promoted))
 	}
 	if v.ready {
 		setCondition(stage, stagecoachv1.ConditionReady, metav1.ConditionTrue, v.reason, v.message)
@@ -349,4 +364,18 @@ func oldestStage(stages []stagecoachv1.Stage) string {
 		return live[i].Name < live[j].Name
 	})
 	return live[0].Name
+}
+
+// gitFiles names the files a promotion by commit edits, for people.
+func gitFiles(spec *stagecoachv1.GitPromotion) string {
+	var files []string
+	for _, e := range spec.Set {
+		if !slices.Contains(files, e.Path) {
+			files = append(files, e.Path)
+		}
+	}
+	if len(files) == 0 {
+		return "no file"
+	}
+	return strings.Join(files, ", ")
 }

@@ -24,6 +24,7 @@ func (r *Reconciler) chooseEngine(ctx context.Context, stage *stagecoachv1.Stage
 	opts := applier.Options{Image: ref.Image, ValuesKey: ref.ValuesKey, Source: ref.Source, Through: through, Applying: v.applying}
 	offers, known := r.versionKindOf(ctx, stage)
 	opts.Commits = known && offers == applier.GitCommits
+	v.commits = opts.Commits
 	byCommit := stage.Spec.Promotion != nil && stage.Spec.Promotion.Git != nil
 	if byCommit {
 		// Promotion by commit: whatever the version, the applier runs the commits pushed, and is

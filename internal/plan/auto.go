@@ -163,7 +163,8 @@ func Soonest(a, b time.Duration) time.Duration {
 }
 
 // SourceUnreadable is the block of a candidate whose source cannot be used at all (the registry
-// does not answer, refuses the credentials, or has no such repository; the upstream Stage is
+// or Git server does not answer, refuses the credentials, or has no such repository or branch;
+// the branch was rewritten; the author may not use the credentials; the upstream Stage is
 // missing; the source kind is not built; the verification keys cannot be read): the Stage then
 // cannot do its job and says so in Ready, not only in status.candidate. Nil otherwise.
 func SourceUnreadable(c *stagecoachv1.CandidateVersion) *stagecoachv1.GateBlock {
@@ -180,7 +181,11 @@ func SourceUnreadable(c *stagecoachv1.CandidateVersion) *stagecoachv1.GateBlock 
 		case b.Reason == stagecoachv1.ReasonRegistryUnreachable, b.Reason == stagecoachv1.ReasonRegistryUnauthorized,
 			b.Reason == stagecoachv1.ReasonRepositoryNotFound, b.Reason == stagecoachv1.ReasonCredentialsUnreadable,
 			b.Reason == stagecoachv1.ReasonSourceNotSupported, b.Reason == stagecoachv1.ReasonSourceInvalid,
-			b.Reason == stagecoachv1.ReasonUpstreamUnreadable:
+			b.Reason == stagecoachv1.ReasonUpstreamUnreadable,
+			// A Git source that cannot be fetched, or whose credentials its author may not use.
+			b.Reason == stagecoachv1.ReasonGitUnreachable, b.Reason == stagecoachv1.ReasonGitUnauthorized,
+			b.Reason == stagecoachv1.ReasonGitRefNotFound, b.Reason == stagecoachv1.ReasonSourceRewound,
+			b.Reason == stagecoachv1.ReasonAuthorForbidden, b.Reason == stagecoachv1.ReasonAuthorMissing:
 			return &c.BlockedBy[i]
 		}
 	}

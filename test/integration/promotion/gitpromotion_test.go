@@ -101,10 +101,15 @@ func TestPromotionByCommitPushesOnlyAsItsAuthorMay(t *testing.T) {
 				g.Expect(head).NotTo(Equal(before))
 				g.Expect(srv.File(head, overlay)).To(Equal("data:\n  digest: " + digest(1) + " # Stagecoach writes it\n"))
 				g.Expect(srv.CommitObject(head).Message).To(ContainSubstring(fmt.Sprintf("Stagecoach-Stage: %s/staging\nStagecoach-Promotion: staging-1\n", ns)))
-				// The Application is asked to fetch the branch now; its spec is never written.
-				written := app.get()
-				g.Expect(written.GetAnnotations()).To(HaveKeyWithValue("argocd.argoproj.io/refresh", "normal"))
-				g.Expect(written.Object["spec"].(map[string]any)["source"]).To(Equal(tc.app["source"]))
+				// The Application is asked to fetch the branch now; its spec is never written. The
+				// controller asks right after it records the commit, so the ask is waited for (read
+				// live from the API server).
+				g.Eventually(func(g Gomega) {
+					written, err := app.app.Get(t.Context())
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(written.GetAnnotations()).To(HaveKeyWithValue("argocd.argoproj.io/refresh", "normal"))
+				}, timeout, interval).Should(Succeed())
+				g.Expect(app.get().Object["spec"].(map[string]any)["source"]).To(Equal(tc.app["source"]))
 				return
 			}
 			if tc.wantReason == stagecoachv1.ReasonAuthorForbidden {
