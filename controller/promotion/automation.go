@@ -121,11 +121,16 @@ func (run *Run) offer(ctx context.Context) (source.Offer, error) {
 // automaticPromotion is the Promotion automation creates for a candidate.
 func (run *Run) automaticPromotion(c *plan.Candidate) *stagecoachv1.Promotion {
 	stage := run.stage
+	// Named by the whole digest: after a restart, creating it again finds the first one, and two
+	// versions never share a name. A version offered again (its earlier Promotion was stopped by a
+	// freeze since lifted: plan.IsNew) is its next attempt, numbered by the earlier ones.
+	name := truncateName(stage.Name, "-"+digestHex(c.Digest))
+	if n := run.promotesOf(c.Digest); n > 0 {
+		name = truncateName(stage.Name, fmt.Sprintf("-%s-%d", digestHex(c.Digest), n+1))
+	}
 	p := &stagecoachv1.Promotion{
 		ObjectMeta: metav1.ObjectMeta{
-			// Named by the whole digest: after a restart, creating it again finds the first one,
-			// and two versions never share a name.
-			Name: truncateName(stage.Name, "-"+digestHex(c.Digest)), Namespace: stage.Namespace,
+			Name: name, Namespace: stage.Namespace,
 			Labels:      map[string]string{stagecoachv1.PromotionStageLabel: stage.Name, stagecoachv1.AutomaticLabel: "true"},
 			Annotations: map[string]string{stagecoachv1.CreatedAtAnnotation: run.now.UTC().Format(time.RFC3339Nano)},
 		},
@@ -137,6 +142,18 @@ func (run *Run) automaticPromotion(c *plan.Candidate) *stagecoachv1.Promotion {
 	}
 	_ = controllerutil.SetOwnerReference(stage, p, run.r.Scheme())
 	return p
+}
+
+// promotesOf counts the Stage's Promotions that promoted digest.
+func (run *Run) promotesOf(digest string) int {
+	n := 0
+	for i := range run.promotions {
+		p := &run.promotions[i]
+		if p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == digest {
+			n++
+		}
+	}
+	return n
 }
 
 // sourceFor is the source the Stage takes its versions from; nil for one not built yet.

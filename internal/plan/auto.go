@@ -117,7 +117,9 @@ func AutomationBlocks(stage *stagecoachv1.Stage, c *Candidate, now time.Time) []
 
 // IsNew reports whether the candidate is something automation has not done with: not what runs,
 // and never promoted here automatically or by hand, unless it failed (then the history gate says
-// so).
+// so). A Promotion stopped before it wrote anything (Aborted without appliedAt: a freeze of the
+// Stage, such as a foreign write, stopped it, not the version) and followed by an Unfreeze did not
+// try the version: after the Unfreeze automation offers it again, as the docs promise.
 func IsNew(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Promotion) bool {
 	if c == nil || (stage.Status.Current != nil && stage.Status.Current.Digest == c.Digest) {
 		return false
@@ -125,13 +127,32 @@ func IsNew(stage *stagecoachv1.Stage, c *Candidate, promotions []stagecoachv1.Pr
 	if slices.Contains(stage.Status.FailedDigests, c.Digest) {
 		return true
 	}
+	unfrozen := lastUnfreeze(promotions)
 	for i := range promotions {
 		p := &promotions[i]
-		if p.Spec.Action == stagecoachv1.ActionPromote && p.Spec.Version != nil && p.Spec.Version.Digest == c.Digest {
-			return false // tried (or trying) already: never twice automatically
+		if p.Spec.Action != stagecoachv1.ActionPromote || p.Spec.Version == nil || p.Spec.Version.Digest != c.Digest {
+			continue
 		}
+		if p.Status.Phase == stagecoachv1.PhaseAborted && p.Status.AppliedAt == nil && p.Status.FinishedAt != nil &&
+			unfrozen != nil && !unfrozen.Before(p.Status.FinishedAt) {
+			continue // stopped by a freeze a person has since lifted
+		}
+		return false // tried (or trying) already: never twice automatically
 	}
 	return true
+}
+
+// lastUnfreeze is when the newest Unfreeze of the Stage succeeded (nil: none).
+func lastUnfreeze(promotions []stagecoachv1.Promotion) *metav1.Time {
+	var last *metav1.Time
+	for i := range promotions {
+		p := &promotions[i]
+		if p.Spec.Action == stagecoachv1.ActionUnfreeze && p.Status.Phase == stagecoachv1.PhaseSucceeded && p.Status.FinishedAt != nil &&
+			(last == nil || last.Before(p.Status.FinishedAt)) {
+			last = p.Status.FinishedAt
+		}
+	}
+	return last
 }
 
 // CandidateBlocks is everything that holds a new candidate back: the automation gates, the

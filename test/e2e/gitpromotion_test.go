@@ -314,4 +314,57 @@ spec:
 		g.Expect(localstack.Field(repo, "spec", "ref", "commit")).To(BeEmpty(), "Stagecoach does not pin the GitRepository")
 	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 	report("%-8s promotion by merge into env/prod → Flux fetched and applied it %s", "git-push", tl)
+
+	// Issue 50 item 5: a commit someone else makes on the branch freezes the Stage and stops the
+	// automatic merge of the next release; after a person's Unfreeze, automation offers that
+	// release again (its next attempt) and merges it over the accepted branch.
+	sc.MergePatch("stagecoach.dev/v1alpha1", "Stage", "prod", `{"spec":{"promotion":{"auto":true}}}`)
+	srv.Checkout("env/prod")
+	theirs := srv.Commit("hotfix by hand", map[string]string{"app/hotfix.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hotfix}\ndata: {by: hand}\n"}, nil)
+	srv.Checkout("main")
+	c3 := srv.Commit("release three", configMap("three"), nil)
+	sc.MergePatch("stagecoach.dev/v1alpha1", "Stage", "prod",
+		fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stagecoachv1.ReconcileRequestAnnotation, time.Now().Format(time.RFC3339Nano)))
+	var stopped stagecoachv1.Promotion
+	sc.G.Eventually(func(g Gomega) {
+		var list stagecoachv1.PromotionList
+		g.Expect(sc.Client.List(sc.Ctx(), &list, client.InNamespace(sc.NS))).To(Succeed())
+		var ofC3 []stagecoachv1.Promotion
+		for _, p := range list.Items {
+			if p.Spec.Version != nil && p.Spec.Version.Digest == "sha1:"+c3 {
+				ofC3 = append(ofC3, p)
+			}
+		}
+		g.Expect(ofC3).To(HaveLen(1))
+		stopped = ofC3[0]
+		g.Expect(stopped.Status.Phase).To(Equal(stagecoachv1.PhaseAborted), "Promotion %s: %s", stopped.Name, stopped.Status.Message)
+		frozen := meta.FindStatusCondition(sc.GetStage(g, "prod").Status.Conditions, stagecoachv1.ConditionFrozen)
+		g.Expect(frozen).NotTo(BeNil())
+		g.Expect(frozen.Reason).To(Equal(stagecoachv1.ReasonForeignWrite))
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	sc.G.Expect(srv.Head("env/prod")).To(Equal(theirs), "nothing is merged over it while frozen")
+
+	sc.G.Expect(sc.Client.Create(sc.Ctx(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: sc.NS, GenerateName: "prod-unfreeze-"},
+		Spec: stagecoachv1.PromotionSpec{Stage: "prod", Action: stagecoachv1.ActionUnfreeze, RequestedBy: localstack.AdminUser,
+			Reason: "the hotfix is accepted"}})).To(Succeed())
+	sc.G.Eventually(func(g Gomega) {
+		var list stagecoachv1.PromotionList
+		g.Expect(sc.Client.List(sc.Ctx(), &list, client.InNamespace(sc.NS))).To(Succeed())
+		var again *stagecoachv1.Promotion
+		for i, p := range list.Items {
+			if p.Spec.Version != nil && p.Spec.Version.Digest == "sha1:"+c3 && p.Name != stopped.Name {
+				again = &list.Items[i]
+			}
+		}
+		g.Expect(again).NotTo(BeNil(), "automation offers %s again after the Unfreeze", c3[:7])
+		g.Expect(again.Name).To(Equal(stopped.Name+"-2"), "its next attempt")
+		g.Expect(again.Status.Phase).To(Equal(stagecoachv1.PhaseSucceeded), "Promotion %s: %s", again.Name, again.Status.Message)
+		s := sc.GetStage(g, "prod")
+		g.Expect(s.Status.Current).NotTo(BeNil())
+		g.Expect(s.Status.Current.Digest).To(Equal("sha1:" + c3))
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+	sc.G.Eventually(func(g Gomega) {
+		g.Expect(sc.ConfigMapData(g, target, "web")).To(HaveKeyWithValue("version", "three"))
+		g.Expect(sc.ConfigMapData(g, target, "hotfix")).To(HaveKeyWithValue("by", "hand"), "the accepted commit stays")
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 }
