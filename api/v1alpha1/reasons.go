@@ -93,6 +93,8 @@ const (
 	ReasonApplierRevertedByApplicationSet = "ApplierRevertedByApplicationSet"
 	// ReasonAborted: an Abort Promotion cancelled the running one.
 	ReasonAborted = "Aborted"
+	// ReasonPreempted: a Rollback stopped the running promote, to write at once (issue 53).
+	ReasonPreempted = "Preempted"
 	// ReasonUpstreamStale: the newest trusted upstream record is older than
 	// spec.source.upstreamRecords.maxAge (newer records may be withheld).
 	ReasonUpstreamStale = "UpstreamStale"

@@ -23,6 +23,12 @@ func (run *Run) queue(ctx context.Context) (running, next *stagecoachv1.Promotio
 	if err := run.runControls(ctx, &q); err != nil {
 		return nil, nil, err
 	}
+	if q.Preempted != nil && q.Running == q.Preempted {
+		if err := run.preempt(ctx, q.Preempted, q.Next); err != nil {
+			return nil, nil, err
+		}
+		q.Running = nil
+	}
 	for _, p := range q.Superseded {
 		if err := run.status.finish(ctx, p, stagecoachv1.PhaseAborted, fmt.Sprintf("superseded by a newer automatic Promotion of Stage %s", run.stage.Name)); err != nil {
 			return nil, nil, err
@@ -84,6 +90,36 @@ func (run *Run) abort(ctx context.Context, a, running *stagecoachv1.Promotion) e
 	if a.Spec.RequestedBy != "" {
 		msg = fmt.Sprintf("aborted by %s with Promotion %s: %s", a.Spec.RequestedBy, a.Name, reason)
 	}
+	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonAborted, Promotion: running.Name, Since: metav1.NewTime(run.now),
+		Message: fmt.Sprintf("automatic promotion is held since %s was aborted: promote a version by hand to resume", running.Name)}
+	if err := run.stop(ctx, running, stagecoachv1.ReasonAborted, msg); err != nil {
+		return err
+	}
+	return run.status.finish(ctx, a, stagecoachv1.PhaseSucceeded, fmt.Sprintf("Promotion %s aborted", running.Name))
+}
+
+// preempt stops the running promote for the Rollback waiting behind it (plan.Queued.Preempted):
+// it ends Aborted, reason Preempted, naming the Rollback, its open pull request closed and its
+// fleet waves stopped, recorded in the Stage's history as aborted (never verified); the Rollback
+// then starts in the same reconcile, without waiting for any deadline. The Rollback's author
+// needed only the right to create it: that is the right to roll the Stage back.
+func (run *Run) preempt(ctx context.Context, running, rollback *stagecoachv1.Promotion) error {
+	by := "Rollback " + rollback.Name
+	if rollback.Spec.RequestedBy != "" {
+		by += " (requested by " + rollback.Spec.RequestedBy + ")"
+	}
+	msg := fmt.Sprintf("preempted by %s: a rollback does not wait for a promotion to land", by)
+	if rollback.Spec.Reason != "" {
+		msg += ": " + rollback.Spec.Reason
+	}
+	return run.stop(ctx, running, stagecoachv1.ReasonPreempted, msg)
+}
+
+// stop ends the running Promotion Aborted with msg (reason is the event's): its open pull
+// request closed, its fleet waves stopped, the Stage's history told. The Stage's status (with
+// whatever the caller set on it) is saved first, so a lost write cannot lose the stop.
+func (run *Run) stop(ctx context.Context, running *stagecoachv1.Promotion, reason, msg string) error {
+	stage := run.stage
 	digest := ""
 	if running.Status.Version != nil {
 		digest = running.Status.Version.Digest
@@ -99,16 +135,11 @@ func (run *Run) abort(ctx context.Context, a, running *stagecoachv1.Promotion) e
 	if running.Status.Version != nil {
 		plan.AddHistory(&stage.Status, run.historyEntry(running, stagecoachv1.PhaseAborted))
 	}
-	stage.Status.Hold = &stagecoachv1.AutomationHold{Reason: stagecoachv1.ReasonAborted, Promotion: running.Name, Since: metav1.NewTime(run.now),
-		Message: fmt.Sprintf("automatic promotion is held since %s was aborted: promote a version by hand to resume", running.Name)}
 	if err := run.commit(ctx); err != nil {
 		return err
 	}
-	run.event(running, corev1.EventTypeWarning, stagecoachv1.ReasonAborted, "Promotion %s %s", running.Name, msg)
-	if err := run.status.finish(ctx, running, stagecoachv1.PhaseAborted, msg); err != nil {
-		return err
-	}
-	return run.status.finish(ctx, a, stagecoachv1.PhaseSucceeded, fmt.Sprintf("Promotion %s aborted", running.Name))
+	run.event(running, corev1.EventTypeWarning, reason, "Promotion %s %s", running.Name, msg)
+	return run.status.finish(ctx, running, stagecoachv1.PhaseAborted, msg)
 }
 
 // control carries out a Freeze or Unfreeze Promotion at once. The Stage's status is saved before

@@ -35,11 +35,15 @@ type Queued struct {
 	// Controls are waiting Freeze, Unfreeze and Abort Promotions: they apply no version, so they act at
 	// once, whatever runs or waits (an Unfreeze must not wait behind what the freeze holds).
 	Controls []*stagecoachv1.Promotion
+	// Preempted is the running promote that Next, a Rollback, stops: a fix never waits behind a
+	// release that does not land (or lands and fails its checks) until its progress deadline.
+	Preempted *stagecoachv1.Promotion
 }
 
 // Queue orders a Stage's Promotions. Waiting Promotions start in creation order, except that a
 // Rollback goes first (it restores what ran before), then a break-glass one (it exists to pass
-// what holds the others). A running Promotion is never superseded, and
+// what holds the others). A waiting Rollback preempts a running promote (Preempted); a running
+// Rollback is never preempted. A running Promotion is never superseded by a newer version, and
 // neither is one a person created.
 func Queue(promotions []stagecoachv1.Promotion) Queued {
 	var q Queued
@@ -81,6 +85,9 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 		}
 	}
 	sort.Slice(q.Controls, func(i, j int) bool { return before(q.Controls[i], q.Controls[j]) })
+	if q.Running != nil && q.Running.Spec.Action == stagecoachv1.ActionPromote && q.Next != nil && q.Next.Spec.Action == stagecoachv1.ActionRollback {
+		q.Preempted = q.Running
+	}
 	return q
 }
 

@@ -1,0 +1,50 @@
+package plan
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+)
+
+// A waiting Rollback preempts a running promote; nothing else preempts, and a running Rollback is
+// never preempted (issue 53 item 1).
+func TestQueuePreempts(t *testing.T) {
+	p := func(name string, action stagecoachv1.PromotionAction, phase stagecoachv1.Phase, second int) stagecoachv1.Promotion {
+		return stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(int64(1_800_000_000+second), 0)},
+			Spec: stagecoachv1.PromotionSpec{Action: action}, Status: stagecoachv1.PromotionStatus{Phase: phase}}
+	}
+	for _, tc := range []struct {
+		name       string
+		promotions []stagecoachv1.Promotion
+		want       string // the preempted Promotion's name; "" for none
+		wantNext   string
+	}{
+		{name: "a Rollback behind a running promote", promotions: []stagecoachv1.Promotion{
+			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseRunning, 1), p("rb", stagecoachv1.ActionRollback, "", 2)}, want: "v2", wantNext: "rb"},
+		{name: "a promote behind a running promote waits", promotions: []stagecoachv1.Promotion{
+			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseRunning, 1), p("v3", stagecoachv1.ActionPromote, "", 2)}, wantNext: "v3"},
+		{name: "a Rollback behind a running Rollback waits", promotions: []stagecoachv1.Promotion{
+			p("rb1", stagecoachv1.ActionRollback, stagecoachv1.PhaseRunning, 1), p("rb2", stagecoachv1.ActionRollback, "", 2)}, wantNext: "rb2"},
+		{name: "a Rollback with nothing running starts", promotions: []stagecoachv1.Promotion{
+			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseFailed, 1), p("rb", stagecoachv1.ActionRollback, "", 2)}, wantNext: "rb"},
+		{name: "a Rollback ahead of a waiting promote preempts the running one", promotions: []stagecoachv1.Promotion{
+			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseRunning, 1), p("v3", stagecoachv1.ActionPromote, "", 2),
+			p("rb", stagecoachv1.ActionRollback, "", 3)}, want: "v2", wantNext: "rb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			q := Queue(tc.promotions)
+			if tc.want == "" {
+				g.Expect(q.Preempted).To(BeNil())
+			} else {
+				g.Expect(q.Preempted).NotTo(BeNil())
+				g.Expect(q.Preempted.Name).To(Equal(tc.want))
+			}
+			g.Expect(q.Next).NotTo(BeNil())
+			g.Expect(q.Next.Name).To(Equal(tc.wantNext))
+		})
+	}
+}
