@@ -144,6 +144,60 @@ spec:
 		report("%-8s Deployment rule that never holds: applied→failed %s (deadline %s), rolled back to v1", "generic",
 			failed.Sub(applied).Round(10*time.Millisecond), deadline)
 	})
+
+	// Issue 53: a release that never lands is rolled back by a person in one command, at once:
+	// the Rollback preempts the running promote, long before its progress deadline.
+	t.Run("a person's Rollback preempts a release that never lands", func(t *testing.T) {
+		sc := sc.For(t)
+		setSucceeded := func(value string) {
+			sc.G.Eventually(func(g Gomega) {
+				stage := sc.GetStage(g, "web")
+				stage.Spec.Completion.ObservedCompletion.Succeeded = &stagecoachv1.FieldMatch{Key: progressingReason, Value: value}
+				g.Expect(sc.Client.Update(sc.Ctx(), stage)).To(Succeed())
+			}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		}
+		setSucceeded("NeverWrittenByKubernetes")
+		v3 := sc.Push(repo, "v3.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap("web", "v3.0.0")})
+		p := sc.Promote("web", "v3.0.0", v3)
+		got := &stagecoachv1.Promotion{}
+		sc.G.Eventually(func(g Gomega) {
+			g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(p), got)).To(Succeed())
+			g.Expect(got.Status.AppliedAt).NotTo(BeNil())
+			g.Expect(containerImage(sc.Get(g, "apps/v1", "Deployment", "web"))).To(Equal(image(v3)))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+
+		requested := time.Now()
+		rollback := &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: sc.NS, GenerateName: "web-rollback-"},
+			Spec: stagecoachv1.PromotionSpec{Stage: "web", Action: stagecoachv1.ActionRollback, RequestedBy: localstack.AdminUser, Reason: "v3 never becomes available"}}
+		sc.G.Expect(sc.Client.Create(sc.Ctx(), rollback)).To(Succeed())
+		var written, rolledOut time.Time
+		sc.G.Eventually(func(g Gomega) {
+			d := sc.Get(g, "apps/v1", "Deployment", "web")
+			if written.IsZero() && containerImage(d) == image(v1) {
+				written = time.Now()
+			}
+			g.Expect(written).NotTo(BeZero(), "the Deployment is not back on v1")
+			observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+			g.Expect(observed).To(Equal(d.GetGeneration()))
+			g.Expect(condition(d, "Progressing")).To(HaveKeyWithValue("reason", "NewReplicaSetAvailable"))
+			rolledOut = time.Now()
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		sc.G.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(p), got)).To(Succeed())
+		sc.G.Expect(got.Status.Phase).To(Equal(stagecoachv1.PhaseAborted), "Promotion %s: %s", got.Name, got.Status.Message)
+		sc.G.Expect(got.Status.Message).To(ContainSubstring("preempted by Rollback " + rollback.Name))
+		sc.G.Expect(got.Status.VerifiedAt).To(BeNil())
+		sc.G.Expect(got.Status.FinishedAt.Sub(got.Status.AppliedAt.Time)).To(BeNumerically("<", deadline), "preempted before the deadline")
+
+		setSucceeded("NewReplicaSetAvailable")
+		sc.G.Eventually(func(g Gomega) {
+			rb := &stagecoachv1.Promotion{}
+			g.Expect(sc.Client.Get(sc.Ctx(), client.ObjectKeyFromObject(rollback), rb)).To(Succeed())
+			g.Expect(rb.Status.Phase).To(Equal(stagecoachv1.PhaseSucceeded), "Rollback %s: %s", rb.Name, rb.Status.Message)
+			g.Expect(sc.GetStage(g, "web").Status.Current.Digest).To(Equal(v1))
+		}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
+		report("%-8s a person's Rollback of a release that never lands: requested→written %s, the deployment controller's own rollout of it %s (deadline %s)",
+			"preempt", written.Sub(requested).Round(10*time.Millisecond), rolledOut.Sub(written).Round(10*time.Millisecond), deadline)
+	})
 }
 
 // grantDeployments gives Stagecoach's controller what an operator would for a Deployment applier:
