@@ -690,6 +690,15 @@ type PromotionPolicy struct {
 	// +optional
 	Auto bool `json:"auto,omitempty"`
 
+	// Supersede says which running promotes a newer Promotion replaces while they have not
+	// landed: Automatic (the default) the ones automation created, All a person's too, Never
+	// none. The one replaced ends Aborted, superseded, never verified; the newer one starts at
+	// once, through its own gates. A promote that has landed (in its soak or checks) is never
+	// superseded: only a Rollback stops it.
+	// +kubebuilder:validation:Enum=Automatic;All;Never
+	// +optional
+	Supersede SupersedePolicy `json:"supersede,omitempty"`
+
 	// Soak is how long a version must have been Verified upstream (upstream sources) or offered
 	// by the registry (registry sources: since Stagecoach first saw the tag at that digest).
 	// +kubebuilder:validation:Type=string
@@ -722,6 +731,15 @@ type PromotionPolicy struct {
 	// +optional
 	Git *GitPromotion `json:"git,omitempty"`
 }
+
+// SupersedePolicy says which running promotes a newer Promotion replaces before they land.
+type SupersedePolicy string
+
+const (
+	SupersedeAutomatic SupersedePolicy = "Automatic"
+	SupersedeAll       SupersedePolicy = "All"
+	SupersedeNever     SupersedePolicy = "Never"
+)
 
 // GitPromotion is how a promotion is written to Git: the environment's repository and branch,
 // what the commit changes (set a version into files, or merge the promoted commit), and who signs.

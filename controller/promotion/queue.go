@@ -115,6 +115,35 @@ func (run *Run) preempt(ctx context.Context, running, rollback *stagecoachv1.Pro
 	return run.stop(ctx, running, stagecoachv1.ReasonPreempted, msg)
 }
 
+// newerToStart is the promote that supersedes the running one, when one can start now: the
+// waiting Next when its admission and promote gates are open (its checks before apply still run
+// when it starts), or else the Promotion automation creates for a newer version (automation
+// creates one only when its gates are open). Nil when none can: the running one goes on.
+func (run *Run) newerToStart(ctx context.Context, next *stagecoachv1.Promotion) (*stagecoachv1.Promotion, error) {
+	if next == nil {
+		created, _, err := run.automate(ctx)
+		return created, err
+	}
+	if next.Spec.Action != stagecoachv1.ActionPromote || next.Spec.Version == nil {
+		return nil, nil
+	}
+	if a := plan.Admit(run.stage, next, run.freezes); a.Wait != "" || a.Fail != "" {
+		return nil, nil
+	}
+	blocks, _, err := run.promoteGates(ctx, next.Spec.Version.Digest, next.Spec.BreakGlass)
+	if err != nil || len(blocks) > 0 {
+		return nil, err
+	}
+	return next, nil
+}
+
+// supersede stops the running promote, which has not landed, for a newer one (plan.Supersedable):
+// Aborted, superseded, naming the newer Promotion and its version; never verified.
+func (run *Run) supersede(ctx context.Context, running, newer *stagecoachv1.Promotion) error {
+	msg := fmt.Sprintf("superseded by Promotion %s of %s before it landed (spec.promotion.supersede)", newer.Name, versionString(newer.Spec.Version))
+	return run.stop(ctx, running, stagecoachv1.EventSuperseded, msg)
+}
+
 // stop ends the running Promotion Aborted with msg (reason is the event's): its open pull
 // request closed, its fleet waves stopped, the Stage's history told. The Stage's status (with
 // whatever the caller set on it) is saved first, so a lost write cannot lose the stop.

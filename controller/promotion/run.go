@@ -106,6 +106,19 @@ func (run *Run) reconcile(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	if running != nil && plan.Supersedable(run.stage, running) {
+		// A newer version does not wait behind one that has not landed (spec.promotion.supersede).
+		newer, err := run.newerToStart(ctx, next)
+		if err != nil {
+			return 0, err
+		}
+		if newer != nil {
+			if err := run.supersede(ctx, running, newer); err != nil {
+				return 0, err
+			}
+			running, next = nil, newer
+		}
+	}
 	if running == nil && next == nil {
 		run.setPromotingIdle()
 		created, recheck, err := run.automate(ctx)

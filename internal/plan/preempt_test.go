@@ -48,3 +48,35 @@ func TestQueuePreempts(t *testing.T) {
 		})
 	}
 }
+
+// Which running promotes a newer Promotion replaces (spec.promotion.supersede).
+func TestSupersedable(t *testing.T) {
+	landed := metav1.Now()
+	auto := func(p stagecoachv1.Promotion) stagecoachv1.Promotion {
+		p.Labels = map[string]string{stagecoachv1.AutomaticLabel: "true"}
+		return p
+	}
+	promote := stagecoachv1.Promotion{Spec: stagecoachv1.PromotionSpec{Action: stagecoachv1.ActionPromote}, Status: stagecoachv1.PromotionStatus{Phase: stagecoachv1.PhaseRunning}}
+	landedPromote := promote
+	landedPromote.Status.LandedAt = &landed
+	rollback := stagecoachv1.Promotion{Spec: stagecoachv1.PromotionSpec{Action: stagecoachv1.ActionRollback}, Status: stagecoachv1.PromotionStatus{Phase: stagecoachv1.PhaseRunning}}
+	for _, tc := range []struct {
+		name    string
+		policy  stagecoachv1.SupersedePolicy
+		running stagecoachv1.Promotion
+		want    bool
+	}{
+		{name: "automation's, by default", running: auto(promote), want: true},
+		{name: "a person's, by default", running: promote},
+		{name: "a person's, All", policy: stagecoachv1.SupersedeAll, running: promote, want: true},
+		{name: "automation's, Never", policy: stagecoachv1.SupersedeNever, running: auto(promote)},
+		{name: "landed, All", policy: stagecoachv1.SupersedeAll, running: auto(landedPromote)},
+		{name: "a Rollback, All", policy: stagecoachv1.SupersedeAll, running: auto(rollback)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stage := &stagecoachv1.Stage{Spec: stagecoachv1.StageSpec{Promotion: &stagecoachv1.PromotionPolicy{Supersede: tc.policy}}}
+			running := tc.running
+			NewWithT(t).Expect(Supersedable(stage, &running)).To(Equal(tc.want))
+		})
+	}
+}

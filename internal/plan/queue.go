@@ -91,6 +91,26 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 	return q
 }
 
+// Supersedable reports whether a newer Promotion may replace the running one (spec.promotion.
+// supersede): a promote that has not landed, created by automation (unless the Stage says Never)
+// or by a person (when it says All). A Rollback, or a promote that landed, never is.
+func Supersedable(stage *stagecoachv1.Stage, running *stagecoachv1.Promotion) bool {
+	if running == nil || running.Spec.Action != stagecoachv1.ActionPromote || running.Status.LandedAt != nil || running.Status.VerifiedAt != nil {
+		return false
+	}
+	policy := stagecoachv1.SupersedeAutomatic
+	if p := stage.Spec.Promotion; p != nil && p.Supersede != "" {
+		policy = p.Supersede
+	}
+	switch policy {
+	case stagecoachv1.SupersedeAll:
+		return true
+	case stagecoachv1.SupersedeAutomatic:
+		return IsAutomatic(running)
+	}
+	return false
+}
+
 // priority ranks waiting Promotions: rollbacks, then break-glass, then the rest.
 func priority(p *stagecoachv1.Promotion) int {
 	switch {

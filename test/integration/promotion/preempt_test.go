@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,4 +56,123 @@ func TestRollbackPreemptsAStuckPromotion(t *testing.T) {
 		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", stagecoachv1.ReasonPreempted),
 			HaveField("Regarding.Name", "prod-v2"))))
 	}, timeout, interval).Should(Succeed())
+}
+
+// Issue 53 item 2: with automation, a newer version supersedes the automatic promote that has not
+// landed yet (spec.promotion.supersede defaults to Automatic): five versions pushed back to back
+// while the engine lands none; each newer one replaces the one before at once, and only the
+// newest lands. Every superseded Promotion ends Aborted, is never verified, and the history says
+// so; Never keeps the running one.
+func TestNewerVersionsSupersedeAnUnlandedPromote(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		supersede stagecoachv1.SupersedePolicy
+	}{
+		{name: "by default"},
+		{name: "never", supersede: stagecoachv1.SupersedeNever},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			reg := newTestRegistry(t)
+			app := newApplication(t, ns, "dev", ociSpec(ns))
+			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+					Repository: reg.repo, Semver: ">=1.0.0", Interval: &metav1.Duration{Duration: time.Hour}}}
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true, Supersede: tc.supersede}
+				s.Spec.Verification.ProgressDeadline = &metav1.Duration{Duration: 10 * time.Minute}
+			})
+			startController(t, nil)
+			var digests []string
+			for i := 1; i <= 5; i++ {
+				d := reg.push(t, fmt.Sprintf("v1.%d.0", i))
+				digests = append(digests, d)
+				if i > 1 {
+					askToLook(t, ns, "dev")
+				}
+				if tc.supersede == stagecoachv1.SupersedeNever && i > 1 {
+					continue
+				}
+				// Written (the engine never lands it): the next one comes while it runs.
+				app.waitForRevision(d, false)
+			}
+			if tc.supersede == stagecoachv1.SupersedeNever {
+				g.Consistently(func(g Gomega) {
+					list := promotionsOf(g, t, ns, "dev")
+					g.Expect(list).To(HaveLen(1))
+					g.Expect(list[0].Status.Phase).To(Equal(stagecoachv1.PhaseRunning))
+				}, 3*time.Second, interval).Should(Succeed())
+				g.Expect(app.desiredRevision(app.get())).To(Equal(digests[0]))
+				return
+			}
+			newest := digests[4]
+			app.deploy(newest, false, "Succeeded", "Healthy")
+			eventuallyCondition(t, ns, "dev", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, newest)
+			list := promotionsOf(g, t, ns, "dev")
+			g.Expect(list).To(HaveLen(5))
+			for _, p := range list {
+				if p.Spec.Version.Digest == newest {
+					g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseSucceeded))
+					continue
+				}
+				g.Expect(p.Status.Phase).To(Equal(stagecoachv1.PhaseAborted), "%s: %s", p.Name, p.Status.Message)
+				g.Expect(p.Status.Message).To(ContainSubstring("superseded by Promotion"))
+				g.Expect(p.Status.VerifiedAt).To(BeNil())
+				g.Expect(p.Status.AppliedAt).NotTo(BeNil(), "each was written before the next came")
+			}
+			s := getStage(g, t.Context(), ns, "dev")
+			g.Expect(s.Status.Current.Digest).To(Equal(newest))
+			for _, d := range digests[:4] {
+				g.Expect(s.Status.History).To(ContainElement(And(HaveField("Digest", d), HaveField("Phase", stagecoachv1.PhaseAborted))))
+				g.Expect(s.Status.History).NotTo(ContainElement(And(HaveField("Digest", d), HaveField("Phase", stagecoachv1.PhaseSucceeded))))
+			}
+		})
+	}
+}
+
+// A person's running promote is not superseded by automation unless the Stage says All.
+func TestAPersonsPromoteIsSupersededOnlyWhenTheStageSaysAll(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		supersede  stagecoachv1.SupersedePolicy
+		superseded bool
+	}{
+		{name: "Automatic keeps it"},
+		{name: "All supersedes it", supersede: stagecoachv1.SupersedeAll, superseded: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			reg := newTestRegistry(t)
+			app := newApplication(t, ns, "dev", ociSpec(ns))
+			v1 := reg.push(t, "v1.0.0")
+			newStage(t, ns, "dev", func(s *stagecoachv1.Stage) {
+				s.Spec.Source = stagecoachv1.StageSource{Registry: &stagecoachv1.RegistrySource{
+					Repository: reg.repo, Semver: ">=1.0.0", Interval: &metav1.Duration{Duration: time.Hour}}}
+				s.Spec.Promotion = &stagecoachv1.PromotionPolicy{Auto: true, Supersede: tc.supersede}
+				s.Spec.Verification.ProgressDeadline = &metav1.Duration{Duration: 10 * time.Minute}
+			})
+			startController(t, nil)
+			first := onlyPromotion(t, ns, "dev")
+			g.Expect(first.Spec.Version.Digest).To(Equal(v1))
+			app.deploy(v1, false, "Succeeded", "Healthy")
+			eventuallyPhase(t, ns, first.Name, stagecoachv1.PhaseSucceeded)
+
+			// A person promotes an older build by hand; it never lands. Then v2 is pushed.
+			newPromotion(t, ns, "by-hand", "dev", stagecoachv1.ActionPromote, digest(9), "v0.9.0")
+			app.waitForRevision(digest(9), false)
+			v2 := reg.push(t, "v2.0.0")
+			askToLook(t, ns, "dev")
+			if tc.superseded {
+				p := eventuallyPhase(t, ns, "by-hand", stagecoachv1.PhaseAborted)
+				g.Expect(p.Status.Message).To(ContainSubstring("superseded by Promotion"))
+				app.waitForRevision(v2, false)
+				return
+			}
+			g.Consistently(func(g Gomega) {
+				g.Expect(getPromotion(g, t.Context(), ns, "by-hand").Status.Phase).To(Equal(stagecoachv1.PhaseRunning))
+			}, 3*time.Second, interval).Should(Succeed())
+			g.Expect(app.desiredRevision(app.get())).To(Equal(digest(9)))
+		})
+	}
 }
