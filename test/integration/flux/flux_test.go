@@ -274,8 +274,11 @@ func commit(n int) string { return fmt.Sprintf("%040x", n) }
 func TestGitRepositoryPromotesACommit(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
+	// A real Git server on 127.0.0.1: the source is read (an unreachable one turns the Stage not Ready).
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.Commit("one", map[string]string{"app/a.yaml": "a: 1\n"}, nil)
 	o := createFlux(t, "source.toolkit.fluxcd.io/v1", "GitRepository", ns, "dev",
-		map[string]any{"interval": "1m", "url": "https://git.example/org/config.git", "ref": map[string]any{"branch": "main"}})
+		map[string]any{"interval": "1m", "url": srv.URL, "ref": map[string]any{"branch": "main"}})
 	spec := kustomizationSpec()
 	spec["sourceRef"] = map[string]any{"kind": "GitRepository", "name": "dev"}
 	k := createFlux(t, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, "dev-apply", spec)
@@ -284,7 +287,7 @@ func TestGitRepositoryPromotesACommit(t *testing.T) {
 	g.Expect(env.Client.Update(t.Context(), u)).To(Succeed())
 	newStage(t, ns, "dev", "GitRepository", func(s *stagecoachv1.Stage) {
 		s.Spec.ApplyRef.Kustomization = "dev-apply"
-		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main",
+		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: srv.URL, Insecure: true, Branch: "main",
 			Interval: &metav1.Duration{Duration: time.Hour}}}
 	})
 	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
@@ -436,8 +439,11 @@ func TestGitSourceFollowsAGitRepositoryArtifact(t *testing.T) {
 func TestGitRepositoryLandsThroughEveryKustomization(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
+	// A real Git server on 127.0.0.1: the source is read (an unreachable one turns the Stage not Ready).
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.Commit("one", map[string]string{"app/a.yaml": "a: 1\n"}, nil)
 	o := createFlux(t, "source.toolkit.fluxcd.io/v1", "GitRepository", ns, "dev",
-		map[string]any{"interval": "1m", "url": "https://git.example/org/config.git", "ref": map[string]any{"branch": "main"}})
+		map[string]any{"interval": "1m", "url": srv.URL, "ref": map[string]any{"branch": "main"}})
 	applying := func(name, stage string) *fluxObject {
 		spec := kustomizationSpec()
 		spec["sourceRef"] = map[string]any{"kind": "GitRepository", "name": "dev"}
@@ -453,7 +459,7 @@ func TestGitRepositoryLandsThroughEveryKustomization(t *testing.T) {
 	apps, infra := applying("dev-apps", "dev"), applying("dev-infra", "dev")
 	applying("someone-elses", "")
 	newStage(t, ns, "dev", "GitRepository", func(s *stagecoachv1.Stage) {
-		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: "https://git.example/org/config.git", Branch: "main",
+		s.Spec.Source = stagecoachv1.StageSource{Git: &stagecoachv1.GitSource{URL: srv.URL, Insecure: true, Branch: "main",
 			Interval: &metav1.Duration{Duration: time.Hour}}}
 	})
 	eventuallyReady(t, ns, "dev", metav1.ConditionTrue, stagecoachv1.ReasonApplierReady, "")
