@@ -244,7 +244,7 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 		if err != nil {
 			return "", fmt.Errorf("tag %s is a lightweight tag: only an annotated tag carries a signature", tag)
 		}
-		signer, err := signedBy(obj, obj.PGPSignature, keys)
+		signer, err := signedBy(obj, obj.PGPSignature, keys, true)
 		if err != nil {
 			return "", fmt.Errorf("tag %s: %w", tag, err)
 		}
@@ -266,13 +266,13 @@ func verifyCommit(repo *gogit.Repository, commit, tag, mode string, keys Keys) (
 
 // SignedBy reports who of keys signed commit c ("" and an error when none did).
 func SignedBy(c *object.Commit, keys Keys) (string, error) {
-	return signedBy(c, c.PGPSignature, keys)
+	return signedBy(c, c.PGPSignature, keys, false)
 }
 
-// signedBy checks the signature sig of a commit or tag object over its encoding without it.
+// signedBy checks the signature sig of a commit or tag object (isTag) over its encoding without it.
 func signedBy(obj interface {
 	EncodeWithoutSignature(plumbing.EncodedObject) error
-}, sig string, keys Keys) (string, error) {
+}, sig string, keys Keys, isTag bool) (string, error) {
 	encoded := &plumbing.MemoryObject{}
 	if err := obj.EncodeWithoutSignature(encoded); err != nil {
 		return "", err
@@ -281,7 +281,7 @@ func signedBy(obj interface {
 	if err != nil {
 		return "", err
 	}
-	return verifySignature(sig, payload, keys)
+	return verifySignature(sig, payload, keys, isTag)
 }
 
 // errUnsigned marks a version that carries no signature at all; errNotFetched one whose commit or
@@ -291,9 +291,9 @@ var (
 	errNotFetched = errors.New("not in the fetched repository")
 )
 
-// verifySignature checks an OpenPGP or SSH signature over payload with the trusted keys, as Flux's
-// Git library does.
-func verifySignature(sig string, payload []byte, keys Keys) (string, error) {
+// verifySignature checks an OpenPGP or SSH signature over payload (a tag's when isTag: the
+// library's errors then say "tag", not "commit") with the trusted keys, as Flux's Git library does.
+func verifySignature(sig string, payload []byte, keys Keys, isTag bool) (string, error) {
 	switch {
 	case strings.TrimSpace(sig) == "":
 		return "", errUnsigned
@@ -301,8 +301,11 @@ func verifySignature(sig string, payload []byte, keys Keys) (string, error) {
 		if len(keys.SSH) == 0 {
 			return "", errors.New("it has an SSH signature, and verify.secretRef holds no SSH key (.sshpub)")
 		}
-		c := fluxgit.Commit{Signature: sig, Encoded: payload}
-		fingerprint, err := c.VerifySSH(keys.SSH...)
+		verify := (&fluxgit.Commit{Signature: sig, Encoded: payload}).VerifySSH
+		if isTag {
+			verify = (&fluxgit.Tag{Signature: sig, Encoded: payload}).VerifySSH
+		}
+		fingerprint, err := verify(keys.SSH...)
 		if err != nil {
 			return "", fmt.Errorf("its SSH signature is from no trusted key: %w", err)
 		}
@@ -311,8 +314,11 @@ func verifySignature(sig string, payload []byte, keys Keys) (string, error) {
 		if len(keys.PGP) == 0 {
 			return "", errors.New("it has an OpenPGP signature, and verify.secretRef holds no OpenPGP key")
 		}
-		c := fluxgit.Commit{Signature: sig, Encoded: payload}
-		keyID, err := c.VerifyPGP(keys.PGP...)
+		verify := (&fluxgit.Commit{Signature: sig, Encoded: payload}).VerifyPGP
+		if isTag {
+			verify = (&fluxgit.Tag{Signature: sig, Encoded: payload}).VerifyPGP
+		}
+		keyID, err := verify(keys.PGP...)
 		if err != nil {
 			return "", fmt.Errorf("its OpenPGP signature is from no trusted key: %w", err)
 		}

@@ -53,7 +53,8 @@ func TestTagAndHEADNeedsBothSignatures(t *testing.T) {
 		{name: "a lightweight tag on a signed commit", commit: lightweight, wantReason: stagecoachv1.ReasonSignatureInvalid,
 			wantMessage: []string{"tag v1.1.0 (commit " + Short(lightweight) + "): tag v1.1.0 is a lightweight tag: only an annotated tag carries a signature"}},
 		{name: "a tag signed by an untrusted key on a signed commit", commit: strangersTag, wantReason: stagecoachv1.ReasonSignatureInvalid,
-			wantMessage: []string{"tag v1.2.0 (commit " + Short(strangersTag) + "): tag v1.2.0: its OpenPGP signature is from no trusted key"}},
+			// The library's words name a tag as a tag (issue 50 item 5: they said "Git commit").
+			wantMessage: []string{"tag v1.2.0 (commit " + Short(strangersTag) + "): tag v1.2.0: its OpenPGP signature is from no trusted key: unable to verify Git tag"}},
 		{name: "a signed tag on an unsigned commit", commit: unsignedCommit, wantReason: stagecoachv1.ReasonSignatureMissing,
 			wantMessage: []string{"tag v1.3.0 (commit " + Short(unsignedCommit) + ") is not signed (verify.mode TagAndHEAD)"}},
 	} {
