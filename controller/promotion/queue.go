@@ -121,7 +121,13 @@ func (run *Run) preempt(ctx context.Context, running, rollback *stagecoachv1.Pro
 // creates one only when its gates are open). Nil when none can: the running one goes on.
 func (run *Run) newerToStart(ctx context.Context, next *stagecoachv1.Promotion) (*stagecoachv1.Promotion, error) {
 	if next == nil {
+		// Automation looks for a newer version; when it creates none, status.candidate stays
+		// what it said while this one ran (its version, what it passed over).
+		kept := run.stage.Status.Candidate.DeepCopy()
 		created, _, err := run.automate(ctx)
+		if created == nil {
+			run.stage.Status.Candidate = kept
+		}
 		return created, err
 	}
 	if next.Spec.Action != stagecoachv1.ActionPromote || next.Spec.Version == nil {
