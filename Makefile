@@ -80,8 +80,8 @@ test: phases-reset prereqs verify vet ui-release e2e-build envtest-assets ## The
 	  $(PHASE) "cmp-server suite" bash -c '$(CMPSERVER_TEST)' || rc=1; \
 	  $(PHASE) "browser suite" bash -c '$(UI_TEST)' || rc=1; \
 	  $(PHASE) "end-to-end suite" bash -c '$(E2E_TEST)' || rc=1; \
-	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum; \
-	status=$$?; hack/phases.sh report; exit $$status
+	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum || status=$$?; \
+	hack/phases.sh report; exit $${status:-0}
 
 # .ci/run times its own first steps (the install of prerequisites) and keeps them.
 .PHONY: phases-reset
