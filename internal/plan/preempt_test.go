@@ -16,6 +16,10 @@ func TestQueuePreempts(t *testing.T) {
 		return stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(int64(1_800_000_000+second), 0)},
 			Spec: stagecoachv1.PromotionSpec{Action: action}, Status: stagecoachv1.PromotionStatus{Phase: phase}}
 	}
+	rollbackOf := func(rb stagecoachv1.Promotion, failed string) stagecoachv1.Promotion {
+		rb.Annotations = map[string]string{stagecoachv1.RollbackOfAnnotation: failed}
+		return rb
+	}
 	for _, tc := range []struct {
 		name       string
 		promotions []stagecoachv1.Promotion
@@ -28,6 +32,9 @@ func TestQueuePreempts(t *testing.T) {
 			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseRunning, 1), p("v3", stagecoachv1.ActionPromote, "", 2)}, wantNext: "v3"},
 		{name: "a Rollback behind a running Rollback waits", promotions: []stagecoachv1.Promotion{
 			p("rb1", stagecoachv1.ActionRollback, stagecoachv1.PhaseRunning, 1), p("rb2", stagecoachv1.ActionRollback, "", 2)}, wantNext: "rb2"},
+		{name: "the automatic Rollback of the running promote does not preempt it", promotions: []stagecoachv1.Promotion{
+			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseRunning, 1), rollbackOf(p("v2-rollback", stagecoachv1.ActionRollback, "", 2), "v2")},
+			wantNext: "v2-rollback"},
 		{name: "a Rollback with nothing running starts", promotions: []stagecoachv1.Promotion{
 			p("v2", stagecoachv1.ActionPromote, stagecoachv1.PhaseFailed, 1), p("rb", stagecoachv1.ActionRollback, "", 2)}, wantNext: "rb"},
 		{name: "a Rollback ahead of a waiting promote preempts the running one", promotions: []stagecoachv1.Promotion{

@@ -85,7 +85,10 @@ func Queue(promotions []stagecoachv1.Promotion) Queued {
 		}
 	}
 	sort.Slice(q.Controls, func(i, j int) bool { return before(q.Controls[i], q.Controls[j]) })
-	if q.Running != nil && q.Running.Spec.Action == stagecoachv1.ActionPromote && q.Next != nil && q.Next.Spec.Action == stagecoachv1.ActionRollback {
+	// Never the promote an automatic Rollback was made for: that one is failing already (its
+	// Rollback exists before its own status says Failed), and finishes Failed, then RolledBack.
+	if q.Running != nil && q.Running.Spec.Action == stagecoachv1.ActionPromote && q.Next != nil && q.Next.Spec.Action == stagecoachv1.ActionRollback &&
+		q.Next.Annotations[stagecoachv1.RollbackOfAnnotation] != q.Running.Name {
 		q.Preempted = q.Running
 	}
 	return q
