@@ -90,13 +90,7 @@ spec:
 
 	t.Run("a rule that never holds fails at the deadline and rolls back", func(t *testing.T) {
 		sc := sc.For(t)
-		setSucceeded := func(value string) {
-			sc.G.Eventually(func(g Gomega) {
-				stage := sc.GetStage(g, "web")
-				stage.Spec.Completion.ObservedCompletion.Succeeded = &stagecoachv1.FieldMatch{Key: progressingReason, Value: value}
-				g.Expect(sc.Client.Update(sc.Ctx(), stage)).To(Succeed())
-			}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
-		}
+		setSucceeded := func(value string) { setWebSucceeded(sc, value) }
 		setSucceeded("NeverWrittenByKubernetes")
 		p := sc.Promote("web", "v2.0.0", v2)
 		var applied, failed time.Time
@@ -149,13 +143,7 @@ spec:
 	// the Rollback preempts the running promote, long before its progress deadline.
 	t.Run("a person's Rollback preempts a release that never lands", func(t *testing.T) {
 		sc := sc.For(t)
-		setSucceeded := func(value string) {
-			sc.G.Eventually(func(g Gomega) {
-				stage := sc.GetStage(g, "web")
-				stage.Spec.Completion.ObservedCompletion.Succeeded = &stagecoachv1.FieldMatch{Key: progressingReason, Value: value}
-				g.Expect(sc.Client.Update(sc.Ctx(), stage)).To(Succeed())
-			}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
-		}
+		setSucceeded := func(value string) { setWebSucceeded(sc, value) }
 		setSucceeded("NeverWrittenByKubernetes")
 		v3 := sc.Push(repo, "v3.0.0", map[string]string{"configmap.yaml": localstack.ConfigMap("web", "v3.0.0")})
 		p := sc.Promote("web", "v3.0.0", v3)
@@ -198,6 +186,16 @@ spec:
 		report("%-8s a person's Rollback of a release that never lands: requested→written %s, the deployment controller's own rollout of it %s (deadline %s)",
 			"preempt", written.Sub(requested).Round(10*time.Millisecond), rolledOut.Sub(written).Round(10*time.Millisecond), deadline)
 	})
+}
+
+// setWebSucceeded sets the progressing reason that means Stage web's Deployment succeeded (a value
+// Kubernetes never writes keeps every version from landing).
+func setWebSucceeded(sc *localstack.Scenario, value string) {
+	sc.G.Eventually(func(g Gomega) {
+		stage := sc.GetStage(g, "web")
+		stage.Spec.Completion.ObservedCompletion.Succeeded = &stagecoachv1.FieldMatch{Key: progressingReason, Value: value}
+		g.Expect(sc.Client.Update(sc.Ctx(), stage)).To(Succeed())
+	}, localstack.WaitTimeout, time.Second/10).Should(Succeed())
 }
 
 // grantDeployments gives Stagecoach's controller what an operator would for a Deployment applier:
