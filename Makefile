@@ -70,18 +70,38 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl from the Go module pro
 	@$(PHASE) envtest-assets test/envbin/build.sh >/dev/null
 
 .PHONY: test
-test: phases-reset prereqs verify vet ui-release e2e-build envtest-assets ## The test command: verify generated code, vet, the UI extension's build, unit tests and release tarball, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST); ends with the time of each phase.
+test: phases-reset prereqs verify vet ui-release envtest-assets static-build ## The test command: verify generated code, vet, the UI extension's build, unit tests and release tarball, unit, envtest, cmp-server, browser and end-to-end suites (-race: see CMPSERVER_TEST); ends with the time of each phase.
 	@mkdir -p $(CACHE_DIR)
-	@# Every module runs even when one fails; one testsum prints one summary, and any failure
-	@# fails the target (the group's status and pipefail). Each suite's phase includes its
-	@# compile (go test -json says only how long the tests ran).
-	{ rc=0; \
-	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" $(PHASE) "unit + envtest suites" go test $(GO_TEST_FLAGS) -timeout 30m -json ./... || rc=1; \
-	  $(PHASE) "cmp-server suite" bash -c '$(CMPSERVER_TEST)' || rc=1; \
-	  $(PHASE) "browser suite" bash -c '$(UI_TEST)' || rc=1; \
-	  $(PHASE) "end-to-end suite" bash -c '$(E2E_TEST)' || rc=1; \
+	@# Two lanes side by side, because each mostly waits (API servers, engines, sleeps) where the
+	@# other can work: the envtest lane (unit and envtest suites, then the browser suite) streams
+	@# into the summary; the stack lane builds the end-to-end stack (niced: on a cold run it
+	@# compiles in the envtest lane's waits), then runs the cmp-server and end-to-end suites into a
+	@# file the summary reads when both lanes are done. Every suite runs even when one fails; one
+	@# testsum prints one summary, and any failure fails the target (the lanes' status and pipefail).
+	@# Each suite's phase includes its compile (go test -json says only how long the tests ran).
+	{ rc=0; stack_json=$(CACHE_DIR)/last-stack-lane.json; stack_log=$(CACHE_DIR)/last-stack-build.log; \
+	  ( lrc=0; \
+	    if ! $(STACK_LANE) "stack build (Gitea: beside e2e)" nice -n 10 bash -c 'cd test/e2e && go run -race ./localstack/cmd build --without-gitea' >"$$stack_log" 2>&1; then \
+	      tail -n 40 "$$stack_log" >&2; echo "the stack's build failed (its log: $$stack_log); cmp-server and end-to-end suites not run" >&2; exit 1; fi; \
+	    grep '^stack: built' "$$stack_log" >&2 || true; \
+	    $(STACK_LANE) "cmp-server suite" bash -c '$(CMPSERVER_TEST)' || lrc=1; \
+	    $(STACK_LANE) "end-to-end suite" bash -c '$(E2E_TEST)' || lrc=1; \
+	    exit $$lrc ) >"$$stack_json" & stack_lane=$$!; \
+	  KUBEBUILDER_ASSETS="$$(test/envbin/build.sh)" $(ENVTEST_LANE) "unit + envtest suites" go test $(GO_TEST_FLAGS) -timeout 30m -json ./... || rc=1; \
+	  $(ENVTEST_LANE) "browser suite" bash -c '$(UI_TEST)' || rc=1; \
+	  wait $$stack_lane || rc=1; cat "$$stack_json"; \
 	  exit $$rc; } | tee $(CACHE_DIR)/last-test.json | go run ./test/testsum || status=$$?; \
 	hack/phases.sh report; exit $${status:-0}
+
+ENVTEST_LANE := STAGECOACH_PHASES_LANE="envtest lane" $(PHASE)
+STACK_LANE := STAGECOACH_PHASES_LANE="stack lane" $(PHASE)
+
+# Stagecoach as the release image builds it (static, -trimpath): compiled once before the suites,
+# so that the packaging tests (hack/image) and the stack's binary reuse it instead of compiling it
+# at the same time in two lanes.
+.PHONY: static-build
+static-build:
+	@$(PHASE) "stagecoach (static, as the image)" env CGO_ENABLED=0 go build -trimpath -o /dev/null ./cmd/stagecoach
 
 # .ci/run times its own first steps (the install of prerequisites) and keeps them.
 .PHONY: phases-reset
@@ -120,11 +140,10 @@ UI_TEST = (assets="$$(test/envbin/build.sh)" && cd test/ui && KUBEBUILDER_ASSETS
 # drives the tab in Argo CD's own web UI when `make argocd-ui` has built it, and skips saying so when not.
 E2E_TEST = (cd test/e2e && go test $(GO_TEST_FLAGS) -timeout 30m -json ./...)
 
-# e2e-build comes before envtest-assets in `test` (make runs prerequisites in order without -j): it
-# builds kube-apiserver, etcd and kubectl (test/envbin/build.sh) beside Argo CD, so envtest-assets
-# then finds them built. `go run -race`: the builder reuses the packages `make vet` compiled.
+# The whole stack, Gitea included (`make test` builds it in its stack lane instead, Gitea beside the
+# first scenarios). `go run -race`: the builder reuses the packages `make vet` compiled.
 .PHONY: e2e-build
-e2e-build: ## Build kube-apiserver, Argo CD, helm and the Flux controllers from the Go module proxy (cached; ~30 min the first time).
+e2e-build: ## Build kube-apiserver, Argo CD, helm, Gitea and the Flux controllers from the Go module proxy (cached; ~35 min the first time).
 	$(PHASE) "e2e-build (the stack)" bash -c 'cd test/e2e && go run -race ./localstack/cmd build'
 
 .PHONY: e2e

@@ -25,11 +25,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
+	// Cancelled when the scenarios end: a Gitea build still running (no forge scenario ran) stops.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	// Clients log through controller-runtime; their few lines are of no use here.
 	ctrllog.SetLogger(logr.Discard())
 	start := time.Now()
-	bin, err := localstack.Build(ctx, os.Stderr)
+	bin, err := localstack.Build(ctx, os.Stderr, localstack.GiteaLater)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building the stack failed:", err)
 		return 1
@@ -42,6 +44,8 @@ func run(m *testing.M) int {
 	}
 	report("stack: binaries ready in %s, stack started in %s", built.Round(time.Second), (time.Since(start) - built).Round(time.Millisecond))
 	code := m.Run()
+	cancel()
+	bin.WaitBuilds()
 	env.Stop()
 	if code == 0 {
 		// etcd data, registry contents and logs of a passing run are of no further use.

@@ -46,8 +46,12 @@ type Binaries struct {
 	// Helm is the helm command the repo-server finds on its PATH (build/helm).
 	Helm string
 	// Gitea is the forge's server (gitea.go), built from its own module folder; GiteaAssets is
-	// that folder, whose options/ (locales, licences, templates) it reads without bindata.
+	// that folder, whose options/ (locales, licences, templates) it reads without bindata. Both
+	// empty: built without Gitea (GiteaNever).
 	Gitea, GiteaAssets string
+	// giteaPending, when not nil, is Gitea's build still running beside the suite (GiteaLater):
+	// StartGitea waits for it.
+	giteaPending *pendingBuild
 	// Stagecoach is bin/stagecoach built from this checkout.
 	Stagecoach string
 	// CRDs are folders of CustomResourceDefinitions: Stagecoach's, Argo CD's and Flux's.
@@ -79,17 +83,31 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "stagecoach"), nil
 }
 
+// GiteaBuild says when Build builds Gitea, which only the forge's scenarios run (StartGitea).
+type GiteaBuild int
+
+const (
+	// GiteaNow builds it with the rest: Build returns when it is in the cache.
+	GiteaNow GiteaBuild = iota
+	// GiteaLater starts its build (niced) and returns without waiting: on a cold cache it compiles
+	// while the first scenarios run, which mostly wait, and StartGitea waits for it. Cancelling
+	// Build's ctx stops it; the packages it compiled stay in Go's build cache for the next run.
+	GiteaLater
+	// GiteaNever does not build it (`make demo`, `localstack up`): StartGitea then fails.
+	GiteaNever
+)
+
 // Build makes sure every binary the stack runs exists, building what is missing from the Go module
 // proxy under nice, and reports progress to progress. Two builds run at a time: one `go build`
 // keeps both cores busy while it compiles, but not while it downloads modules or links, and two
 // lanes fill those gaps: kube-apiserver, etcd, kubectl and kube-controller-manager then
-// bin/stagecoach and helm (which the repo-server runs for Helm charts), beside the engines (Argo
-// CD and the Flux controllers, one go command over one dependency graph, so that what they share
-// compiles once). A binary in the cache is reused: its name carries its version and, for the
-// engines and helm, a digest of their module's go.sum. A cold build
-// took 32 minutes on 2 cores with the engines in two graphs; a warm one only rebuilds
-// bin/stagecoach from the checkout (seconds).
-func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
+// bin/stagecoach, helm (which the repo-server runs for Helm charts) and Gitea (see GiteaBuild),
+// beside the engines (Argo CD and the Flux controllers, one go command over one dependency graph,
+// so that what they share compiles once). A binary in the cache is reused: its name carries its
+// version and, for the engines and helm, a digest of their module's go.sum. A cold build of all
+// of it costs about 68 CPU-minutes (docs/testing.md); a warm one only rebuilds bin/stagecoach from
+// the checkout (seconds).
+func Build(ctx context.Context, progress io.Writer, gitea GiteaBuild) (*Binaries, error) {
 	root := RepoRoot()
 	cache, err := CacheDir()
 	if err != nil {
@@ -176,19 +194,27 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 		if err := helm.run(laneCtx, progress); err != nil {
 			return err
 		}
+		if gitea != GiteaNow {
+			return nil
+		}
 		// Gitea last: it is the biggest graph of this lane, and only the forge's scenarios need it.
-		giteaDir, err := moduleDir(laneCtx, os.TempDir(), giteaModule, GiteaVersion)
+		build, err := b.giteaBuild(laneCtx, binDir)
 		if err != nil {
 			return err
 		}
-		b.Gitea, b.GiteaAssets = filepath.Join(binDir, "gitea-"+GiteaVersion), giteaDir
-		return goBuild{what: "Gitea " + GiteaVersion, dir: giteaDir, estimate: "about 4 minutes",
-			ldflags: "-X main.Version=" + strings.TrimPrefix(GiteaVersion, "v"),
-			outputs: []output{{pkg: "gitea.dev", file: b.Gitea}}}.run(laneCtx, progress)
+		return build.run(laneCtx, progress)
 	})
 	lanes.Go(func() error { return engines.run(laneCtx, progress) })
 	if err := lanes.Wait(); err != nil {
 		return nil, err
+	}
+	if gitea == GiteaLater {
+		build, err := b.giteaBuild(ctx, binDir)
+		if err != nil {
+			return nil, err
+		}
+		build.quiet = true
+		b.giteaPending = startBuild(ctx, build, progress)
 	}
 
 	// Files the binaries need from their modules: Argo CD's hack scripts and everyone's CRDs.
@@ -217,6 +243,53 @@ func Build(ctx context.Context, progress io.Writer) (*Binaries, error) {
 		}
 	}
 	return b, nil
+}
+
+// giteaBuild is Gitea's build into binDir, from its module folder (downloaded if missing), whose
+// path it records in b.
+func (b *Binaries) giteaBuild(ctx context.Context, binDir string) (goBuild, error) {
+	giteaDir, err := moduleDir(ctx, os.TempDir(), giteaModule, GiteaVersion)
+	if err != nil {
+		return goBuild{}, err
+	}
+	b.Gitea, b.GiteaAssets = filepath.Join(binDir, "gitea-"+GiteaVersion), giteaDir
+	return goBuild{what: "Gitea " + GiteaVersion, dir: giteaDir, estimate: "about 5 minutes",
+		ldflags: "-X main.Version=" + strings.TrimPrefix(GiteaVersion, "v"),
+		outputs: []output{{pkg: "gitea.dev", file: b.Gitea}}}, nil
+}
+
+// pendingBuild is a build running in the background; wait returns its outcome.
+type pendingBuild struct {
+	done chan struct{}
+	err  error
+}
+
+// startBuild runs g in the background until it ends or ctx is cancelled.
+func startBuild(ctx context.Context, g goBuild, progress io.Writer) *pendingBuild {
+	p := &pendingBuild{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.err = g.run(ctx, progress)
+	}()
+	return p
+}
+
+// wait blocks until the build ended (its error) or ctx is done.
+func (p *pendingBuild) wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitBuilds waits until the builds Build left running (GiteaLater) have ended: after its ctx was
+// cancelled, that is the moment their processes were killed and their temporary files removed.
+func (b *Binaries) WaitBuilds() {
+	if b.giteaPending != nil {
+		<-b.giteaPending.done
+	}
 }
 
 // fileDigest is the first 12 hex digits of a file's sha256: enough to tell its versions apart in
@@ -248,6 +321,9 @@ type goBuild struct {
 	// run compiles Stagecoach's dependencies twice (this way and -race, which `make vet` does),
 	// not three times.
 	checkout bool
+	// quiet: no "still building" every 30 s (a build running beside the scenarios, whose output
+	// is the suite's).
+	quiet bool
 }
 
 // output is a main package and the file its binary is kept in.
@@ -300,7 +376,7 @@ func (g goBuild) run(ctx context.Context, progress io.Writer) error {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = progress, progress
 	done := make(chan struct{})
-	if !g.checkout {
+	if !g.checkout && !g.quiet {
 		go func() {
 			t := time.NewTicker(30 * time.Second)
 			defer t.Stop()

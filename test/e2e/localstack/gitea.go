@@ -55,6 +55,13 @@ func (s *Stack) startGitea(ctx context.Context) (*Gitea, error) {
 		return nil, fmt.Errorf("the stack was built without Gitea")
 	}
 	start := time.Now()
+	if s.Bin.giteaPending != nil {
+		fmt.Fprintln(s.progress, "stack: waiting for Gitea's build, which started beside the first scenarios")
+		if err := s.Bin.giteaPending.wait(ctx); err != nil {
+			return nil, fmt.Errorf("gitea's build: %w", err)
+		}
+		fmt.Fprintf(s.progress, "stack: Gitea's build done after %s of waiting\n", time.Since(start).Round(time.Second))
+	}
 	dir := filepath.Join(s.Dir, "gitea")
 	if err := os.MkdirAll(filepath.Join(dir, "custom", "conf"), 0o755); err != nil {
 		return nil, err

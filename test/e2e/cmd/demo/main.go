@@ -56,7 +56,7 @@ func say(format string, args ...any) {
 func run(ctx context.Context, argocdUI bool) (err error) {
 	start := time.Now()
 	say("building what the local stack needs (first run only: kube-apiserver ~4 min, Argo CD ~7 min, the Flux controllers ~7 min on 2 cores; later runs reuse them)")
-	bin, err := localstack.Build(ctx, os.Stderr)
+	bin, err := localstack.Build(ctx, os.Stderr, localstack.GiteaNever)
 	if err != nil {
 		return err
 	}

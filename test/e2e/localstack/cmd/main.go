@@ -1,6 +1,8 @@
 // Command localstack builds and runs the end-to-end stack outside of tests.
 //
 //	go run ./localstack/cmd build   # build what is missing into the cache, with progress (from test/e2e)
+//	go run ./localstack/cmd build --without-gitea
+//	                                # all but Gitea, which the e2e suite then builds beside its first scenarios
 //	go run ./localstack/cmd up      # start the stack, print the kubeconfig, stop on Ctrl-C
 package main
 
@@ -16,21 +18,30 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 || (os.Args[1] != "build" && os.Args[1] != "up") {
-		fmt.Fprintln(os.Stderr, "usage: localstack build|up")
+	args := os.Args[1:]
+	gitea := localstack.GiteaNow
+	switch {
+	case len(args) == 1 && args[0] == "build":
+	case len(args) == 2 && args[0] == "build" && args[1] == "--without-gitea":
+		gitea = localstack.GiteaNever
+	case len(args) == 1 && args[0] == "up":
+		// up starts no forge.
+		gitea = localstack.GiteaNever
+	default:
+		fmt.Fprintln(os.Stderr, "usage: localstack build [--without-gitea] | up")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1]); err != nil {
+	if err := run(ctx, args[0], gitea); err != nil {
 		fmt.Fprintln(os.Stderr, "localstack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, verb string) error {
+func run(ctx context.Context, verb string, gitea localstack.GiteaBuild) error {
 	start := time.Now()
-	bin, err := localstack.Build(ctx, os.Stderr)
+	bin, err := localstack.Build(ctx, os.Stderr, gitea)
 	if err != nil {
 		return err
 	}
