@@ -8,7 +8,7 @@ import (
 )
 
 // A deleted Stage's attestation backoff goes with it; another Stage's stays.
-func TestOrphansForgetAttestationBackoff(t *testing.T) {
+func TestForgetStageDropsItsAttestationBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		deleted  types.NamespacedName
@@ -22,7 +22,7 @@ func TestOrphansForgetAttestationBackoff(t *testing.T) {
 			env := newStepEnv(t, stepFixture{stage: stepStage(nil), appRevision: digestV1})
 			counted := types.NamespacedName{Namespace: "prod", Name: "payments"}
 			env.run.r.attestFailures.Store(counted, 3)
-			g.Expect(env.run.r.Orphans(t.Context(), tc.deleted)).To(Succeed())
+			env.run.r.ForgetStage(tc.deleted)
 			_, kept := env.run.r.attestFailures.Load(counted)
 			g.Expect(kept).To(Equal(tc.wantKept))
 		})

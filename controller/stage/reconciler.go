@@ -125,6 +125,18 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;patch
 
+// forgetStage drops what every per-Stage cache holds of a deleted Stage. This is the one list: a
+// new cache keyed by Stage is forgotten by adding it here.
+func (r *Reconciler) forgetStage(key client.ObjectKey) {
+	r.promotions.ForgetStage(key) // metric series, attestation backoff, checks' runs
+	r.schemas.forget(key)
+	r.chartChecks.forget(key)
+	if r.Follower != nil {
+		r.Follower.Forget(key)
+	}
+	r.GitSource.Forget(key)
+}
+
 // Reconcile reads the Stage, checks its applier, moves its Promotions one step, and writes the
 // Stage's status (once at the end, or earlier where a Promotion finishes).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -137,13 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	stage := &stagecoachv1.Stage{}
 	if err := r.Get(ctx, req.NamespacedName, stage); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.promotions.Checks.Retain(req.NamespacedName, nil) // a deleted Stage's checks stop
-			r.schemas.forget(req.NamespacedName)
-			r.chartChecks.forget(req.NamespacedName)
-			if r.Follower != nil {
-				r.Follower.Forget(req.NamespacedName)
-			}
-			r.GitSource.Forget(req.NamespacedName)
+			r.forgetStage(req.NamespacedName)
 			return ctrl.Result{}, r.promotions.Orphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err

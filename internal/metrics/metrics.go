@@ -27,6 +27,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/plan"
 )
 
 // Label names.
@@ -109,10 +110,9 @@ var MaxEventSeriesPerStage = len(observedActions)*len(observedResults) + len(obs
 // candidate (the fixed set of api/v1alpha1 and the published gate of record followers).
 var MaxStateSeriesPerStage = 5 + len(candidateGates)
 
-// candidateGates are the gate names status.candidate.blockedBy may hold.
-var candidateGates = []string{stagecoachv1.GateAuto, stagecoachv1.GateHold, stagecoachv1.GateFreeze, stagecoachv1.GateSuspend,
-	stagecoachv1.GateHistory, stagecoachv1.GateSource, stagecoachv1.GateSoak, stagecoachv1.GateSignature, stagecoachv1.GateAttestations, stagecoachv1.GateWindow,
-	stagecoachv1.GateApprovals, stagecoachv1.GateDependsOn, stagecoachv1.GatePrereqs, stagecoachv1.GateMediated, stagecoachv1.GatePublished}
+// candidateGates are the gate names status.candidate.blockedBy may hold (plan.CandidateGates: a
+// gate added to the chain is counted here too).
+var candidateGates = plan.CandidateGates()
 
 func withLabels(extra ...string) []string {
 	return append(append([]string{}, stageLabels...), extra...)

@@ -170,6 +170,17 @@ var (
 	ApplyGates = ChainFor(UsePromote | UseStart)
 )
 
+// CandidateGates are the gate names status.candidate.blockedBy may hold: the source's (it offers
+// no version), then the gates a candidate is judged by (AutomationGates and PromoteGates, in
+// Chain's order), then the published gate a record follower's source asks before it offers one.
+func CandidateGates() []string {
+	names := []string{stagecoachv1.GateSource}
+	for _, g := range ChainFor(UseAutomation | UsePromote) {
+		names = append(names, g.Name)
+	}
+	return append(names, stagecoachv1.GatePublished)
+}
+
 func always(*stagecoachv1.Stage) bool { return true }
 
 // ChecksDue reports whether the checks before apply should run for a starting promote: the
@@ -193,10 +204,9 @@ func notMediated(stage *stagecoachv1.Stage) bool {
 	return m != nil && m.Status == metav1.ConditionFalse
 }
 
-// Asks reports whether the Stage asks for the named gate of ApplyGates (which PromoteGates
-// begin).
+// Asks reports whether the Stage asks for the named gate of Chain (false for a name not in it).
 func Asks(stage *stagecoachv1.Stage, gate string) bool {
-	for _, g := range ApplyGates {
+	for _, g := range Chain {
 		if g.Name == gate {
 			return g.Asks(stage)
 		}

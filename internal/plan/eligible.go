@@ -1,9 +1,6 @@
 package plan
 
 import (
-	"fmt"
-	"slices"
-
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
 )
 
@@ -30,9 +27,9 @@ func FirstEligible(stage *stagecoachv1.Stage, offered []Candidate, signature, at
 	}
 	for i := range offered {
 		c := &offered[i]
-		if slices.Contains(stage.Status.FailedDigests, c.Digest) {
-			skip(c, stagecoachv1.GateHistory, stagecoachv1.ReasonPromotionFailed,
-				fmt.Sprintf("%s failed in this Stage before; automation never offers it again (a person may still promote it)", c.Digest))
+		// The history gate of Chain, whose block is about the version itself.
+		if held, _ := decideHistory(GateInputs{Stage: stage, Digest: c.Digest}); len(held) > 0 {
+			skip(c, held[0].Gate, held[0].Reason, held[0].Message)
 			continue
 		}
 		skips := false
