@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -174,5 +176,68 @@ func TestAPersonsPromoteIsSupersededOnlyWhenTheStageSaysAll(t *testing.T) {
 			}, 3*time.Second, interval).Should(Succeed())
 			g.Expect(app.desiredRevision(app.get())).To(Equal(digest(9)))
 		})
+	}
+}
+
+// Issue 53 item 5: preempting is rolling back, so it takes the right to create the Stage's
+// Promotions. v2 is stuck as above; a person whose Rollback the API server refuses preempts
+// nothing (v2 keeps running and written), and the same Rollback from a person granted that right
+// preempts it.
+func TestPreemptingTakesTheRightToRollBack(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		user        string
+		mayPromote  bool
+		wantPreempt bool
+	}{
+		{name: "a person who may not create Promotions", user: "mallory"},
+		{name: "a person who may", user: "bob", mayPromote: true, wantPreempt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			app := newApplication(t, ns, "prod", ociSpec(ns))
+			newStage(t, ns, "prod", func(s *stagecoachv1.Stage) {
+				s.Spec.Verification.ProgressDeadline = &metav1.Duration{Duration: 10 * time.Minute}
+			})
+			if tc.mayPromote {
+				grantPromotionCreate(t, ns, tc.user)
+			}
+			startController(t, nil)
+			promoteAndLand(t, ns, "prod", app, "prod-v1", 1)
+			eventuallyCondition(t, ns, "prod", stagecoachv1.ConditionVerified, metav1.ConditionTrue, stagecoachv1.ReasonVerified, digest(1))
+			newPromotion(t, ns, "prod-v2", "prod", stagecoachv1.ActionPromote, digest(2), "v2.0.0")
+			app.waitForRevision(digest(2), false)
+
+			err := env.ClientAs(t, tc.user).Create(t.Context(), &stagecoachv1.Promotion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-rollback"},
+				Spec: stagecoachv1.PromotionSpec{Stage: "prod", Action: stagecoachv1.ActionRollback, RequestedBy: tc.user, Reason: "v2 crash-loops"}})
+			if !tc.wantPreempt {
+				g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want the API server to refuse %s's Rollback, got %v", tc.user, err)
+				g.Consistently(func(g Gomega) {
+					g.Expect(getPromotion(g, t.Context(), ns, "prod-v2").Status.Phase).To(Equal(stagecoachv1.PhaseRunning))
+				}, 2*time.Second, interval).Should(Succeed())
+				app.waitForRevision(digest(2), false)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			preempted := eventuallyPhase(t, ns, "prod-v2", stagecoachv1.PhaseAborted)
+			g.Expect(preempted.Status.Message).To(ContainSubstring("preempted by Rollback prod-rollback (requested by " + tc.user + ")"))
+			app.waitForRevision(digest(1), false)
+		})
+	}
+}
+
+// grantPromotionCreate lets user create (and read) Promotions in ns, as a team's release Role would.
+func grantPromotionCreate(t *testing.T, ns, user string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "promoter"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{stagecoachv1.GroupVersion.Group}, Resources: []string{"promotions"}, Verbs: []string{"create", "get", "list", "watch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "promoter-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), obj); err != nil {
+			t.Fatalf("failed to grant %s Promotions in %s: %v", user, ns, err)
+		}
 	}
 }
