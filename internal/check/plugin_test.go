@@ -60,7 +60,8 @@ func runWithPlugins(m *testing.M) int {
 	defer func() { _ = os.RemoveAll(dir) }()
 	// One go command for all plugins: their links run side by side (this is on make unit's
 	// critical path).
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	// -race, as the suites compile: the plugins' dependencies are built already.
+	args := []string{"build", "-race", "-o", dir + string(filepath.Separator)}
 	for _, pkg := range testPlugins {
 		args = append(args, pkg)
 	}

@@ -23,7 +23,8 @@ func buildExamplePlugin(t *testing.T, dir string) string {
 	t.Helper()
 	g := NewWithT(t)
 	out := filepath.Join(dir, "example")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, "./plugin/check/example")
+	// -race, as the suites compile: its dependencies are built already.
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-race", "-o", out, "./plugin/check/example")
 	cmd.Dir = testenv.RepoRoot()
 	output, err := cmd.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(output))

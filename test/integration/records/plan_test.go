@@ -29,7 +29,9 @@ func stagecoachCLI(t *testing.T, envs ...*testenv.Env) []func(args ...string) (s
 	g := NewWithT(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "stagecoach")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/stagecoach")
+	// -race, as the suites compile: the packages are built already (a plain build compiled every
+	// dependency once more, about ten CPU-minutes on a fresh machine).
+	build := exec.CommandContext(t.Context(), "go", "build", "-race", "-o", bin, "./cmd/stagecoach")
 	build.Dir = testenv.RepoRoot()
 	out, err := build.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
