@@ -57,33 +57,16 @@ func (r *Runner) attestationVerifier(ctx context.Context, stage *stagecoachv1.St
 	reqs := make([]attest.Requirement, 0, len(specs))
 	for i, spec := range specs {
 		field := fmt.Sprintf("verify.attestations[%d]", i)
-		keys, unreadable, err := r.trustedKeys(ctx, stage, spec.SecretRef, field+".secretRef")
+		v, block, err := r.verifier(ctx, stage, signers{secretRef: spec.SecretRef, identities: spec.MatchOIDCIdentity, root: spec.TrustedRoot,
+			gate: stagecoachv1.GateAttestations, field: field, what: field}, insecure,
+			func() (authn.Keychain, *stagecoachv1.GateBlock, error) { return keychain, nil, nil })
 		if err != nil {
 			return nil, err
 		}
-		if unreadable != "" {
-			return always(blocked(stagecoachv1.ReasonKeysUnreadable, unreadable, nil))
+		if block != nil {
+			return always(&plan.SignatureVerdict{Block: block})
 		}
-		identities := make([]verify.Identity, 0, len(spec.MatchOIDCIdentity))
-		for _, id := range spec.MatchOIDCIdentity {
-			identities = append(identities, verify.Identity{Issuer: id.Issuer, Subject: id.Subject})
-		}
-		root, rootBlock, err := registry.TrustedRoot(ctx, r.APIReader, stage, spec.TrustedRoot)
-		if err != nil {
-			return nil, err
-		}
-		if rootBlock != nil {
-			return always(blocked(rootBlock.Reason, rootBlock.Message, nil))
-		}
-		if root == nil && len(identities) > 0 {
-			root = r.SigstoreTrustedRoot // nil still: the shipped one
-		}
-		signers, err := verify.New(verify.Options{Keys: keys, Identities: identities, TrustedRoot: root, Keychain: keychain,
-			Insecure: insecure, Cache: r.Verdicts, Transport: r.RegistryTransport})
-		if err != nil {
-			return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify %s: %v", stage.Name, field, err), nil))
-		}
-		req := attest.Requirement{PredicateType: attest.PredicateTypeURI(spec.PredicateType), Signers: signers}
+		req := attest.Requirement{PredicateType: attest.PredicateTypeURI(spec.PredicateType), Signers: v}
 		if spec.Condition != "" {
 			if req.Condition, err = attest.Compile(spec.Condition); err != nil {
 				return always(blocked(stagecoachv1.ReasonConditionInvalid, fmt.Sprintf("Stage %s: %s.condition: %v: fix the expression", stage.Name, field, err), nil))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,38 +217,16 @@ func (r *Runner) signatureVerifier(ctx context.Context, stage *stagecoachv1.Stag
 	always := func(v *plan.SignatureVerdict) (func(context.Context, string) (*plan.SignatureVerdict, error), error) {
 		return func(context.Context, string) (*plan.SignatureVerdict, error) { return v, nil }, nil
 	}
-	keys, unreadable, err := r.trustedKeys(ctx, stage, src.Verify.SecretRef, "verify.secretRef")
+	v, block, err := r.verifier(ctx, stage, signers{secretRef: src.Verify.SecretRef, identities: src.Verify.MatchOIDCIdentity, root: src.Verify.TrustedRoot,
+		gate: stagecoachv1.GateSignature, field: "verify", what: "signatures"}, src.Insecure,
+		func() (authn.Keychain, *stagecoachv1.GateBlock, error) {
+			return registry.Keychain(ctx, r.Secrets, stage, src.SecretRef, "spec.source.registry.secretRef")
+		})
 	if err != nil {
 		return nil, err
 	}
-	if unreadable != "" {
-		return always(blocked(stagecoachv1.ReasonKeysUnreadable, unreadable, nil))
-	}
-	identities := make([]verify.Identity, 0, len(src.Verify.MatchOIDCIdentity))
-	for _, id := range src.Verify.MatchOIDCIdentity {
-		identities = append(identities, verify.Identity{Issuer: id.Issuer, Subject: id.Subject})
-	}
-	trustedRoot, rootBlock, err := registry.TrustedRoot(ctx, r.APIReader, stage, src.Verify.TrustedRoot)
-	if err != nil {
-		return nil, err
-	}
-	if rootBlock != nil {
-		return always(&plan.SignatureVerdict{Block: rootBlock})
-	}
-	if trustedRoot == nil {
-		trustedRoot = r.SigstoreTrustedRoot // nil still: the shipped one
-	}
-	keychain, credBlock, err := registry.Keychain(ctx, r.Secrets, stage, src.SecretRef, "spec.source.registry.secretRef")
-	if err != nil {
-		return nil, err
-	}
-	if credBlock != nil {
-		return always(&plan.SignatureVerdict{Block: credBlock})
-	}
-	v, err := verify.New(verify.Options{Keys: keys, Identities: identities, TrustedRoot: trustedRoot, Keychain: keychain, Insecure: src.Insecure,
-		Cache: r.Verdicts, Transport: r.RegistryTransport})
-	if err != nil {
-		return always(blocked(stagecoachv1.ReasonKeysUnreadable, fmt.Sprintf("Stage %s cannot verify signatures: %v", stage.Name, err), nil))
+	if block != nil {
+		return always(&plan.SignatureVerdict{Block: block})
 	}
 	return func(ctx context.Context, digest string) (*plan.SignatureVerdict, error) {
 		verdict, err := v.Verify(ctx, src.Repository+"@"+digest)
