@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
@@ -24,6 +23,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/gitedit"
 	"github.com/stagecoach-dev/stagecoach/internal/gitwrite"
 	gitsource "github.com/stagecoach-dev/stagecoach/internal/source/git"
+	"github.com/stagecoach-dev/stagecoach/internal/subst"
 )
 
 // gitRollout writes a Promotion's version as a commit to the environment's branch
@@ -340,17 +340,18 @@ func RenderValue(value, stage string, version *stagecoachv1.VersionReference) (s
 	if value == "" {
 		value = "{{ .Digest }}"
 	}
-	tmpl, err := template.New("value").Option("missingkey=error").Parse(value)
+	const fields = "use {{ .Digest }}, {{ .Version }}, {{ .Revision }} or {{ .Stage }}"
+	tmpl, err := subst.Parse("value", value, fields)
 	if err != nil {
-		return "", fmt.Errorf("value %q does not parse: %v; use {{ .Digest }}, {{ .Version }}, {{ .Revision }} or {{ .Stage }}", value, err)
+		return "", fmt.Errorf("value %q does not parse: %v; %s", value, err, fields)
 	}
 	data := struct{ Digest, Version, Revision, Stage string }{Digest: version.Digest, Version: version.Tag,
 		Revision: strings.TrimPrefix(version.Digest, gitsource.DigestPrefix), Stage: stage}
-	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, data); err != nil {
-		return "", fmt.Errorf("value %q does not render: %v; use {{ .Digest }}, {{ .Version }}, {{ .Revision }} or {{ .Stage }}", value, err)
+	out, err := tmpl.Execute(data)
+	if err != nil {
+		return "", fmt.Errorf("value %q does not render: %v; %s", value, err, fields)
 	}
-	return buf.String(), nil
+	return out, nil
 }
 
 // Trailers of a promotion commit: they say which Stage and Promotion wrote it.

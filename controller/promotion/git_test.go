@@ -112,6 +112,8 @@ func TestEditFor(t *testing.T) {
 			want: "# values\nimage:\n  tag: staging-v1 # pinned\n"},
 		{name: "an unknown name", edit: stagecoachv1.GitFileEdit{Path: "values.yaml", Key: "image.tag", Value: "{{ .Image }}"}, version: oci,
 			wantErr: "does not render"},
+		{name: "a loop is not a substitution", edit: stagecoachv1.GitFileEdit{Path: "values.yaml", Key: "image.tag", Value: "{{ range 3 }}{{ .Digest }}{{ end }}"}, version: oci,
+			wantErr: "is not a substitution"},
 		{name: "an image entry is given no commit", edit: stagecoachv1.GitFileEdit{Path: "kustomization.yaml", Image: "web"}, version: commit,
 			wantErr: "is given an image digest"},
 	} {

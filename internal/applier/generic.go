@@ -1,20 +1,19 @@
 package applier
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	stagecoachv1 "github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/subst"
 )
 
 // Generic applies versions to any kind: spec.applyRef.set names the fields that carry the version
@@ -279,13 +278,14 @@ func (g Generic) render(obj *unstructured.Unstructured, v Version) ([]renderedFi
 		if err != nil {
 			return nil, fmt.Errorf("spec.applyRef.set path %q: %v", s.Path, err)
 		}
-		tmpl, err := template.New(s.Path).Option("missingkey=error").Parse(s.Value)
+		const fields = "use {{ .Digest }}, {{ .Version }}, {{ .Repository }} or {{ .Image }}"
+		tmpl, err := subst.Parse(s.Path, s.Value, fields)
 		if err != nil {
-			return nil, fmt.Errorf("spec.applyRef.set value for %s does not parse: %v; use {{ .Digest }}, {{ .Version }}, {{ .Repository }} or {{ .Image }}", s.Path, err)
+			return nil, fmt.Errorf("spec.applyRef.set value for %s does not parse: %v; %s", s.Path, err, fields)
 		}
-		var buf bytes.Buffer
-		if err := tmpl.Execute(&buf, data); err != nil {
-			return nil, fmt.Errorf("spec.applyRef.set value for %s does not render: %v; use {{ .Digest }}, {{ .Version }}, {{ .Repository }} or {{ .Image }}", s.Path, err)
+		value, err := tmpl.Execute(data)
+		if err != nil {
+			return nil, fmt.Errorf("spec.applyRef.set value for %s does not render: %v; %s", s.Path, err, fields)
 		}
 		if usesRepository(s.Value) && g.Repository == "" {
 			return nil, fmt.Errorf("spec.applyRef.set value for %s uses the repository, but the Stage's own source names none: a Stage renders only a repository "+
@@ -295,7 +295,7 @@ func (g Generic) render(obj *unstructured.Unstructured, v Version) ([]renderedFi
 		if err := checkListItems(obj.Object, tokens); err != nil {
 			return nil, fmt.Errorf("spec.applyRef.set path %s: %v", s.Path, err)
 		}
-		out = append(out, renderedField{path: s.Path, tokens: tokens, value: buf.String()})
+		out = append(out, renderedField{path: s.Path, tokens: tokens, value: value})
 	}
 	return out, nil
 }

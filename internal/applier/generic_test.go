@@ -153,6 +153,8 @@ func TestGenericValidate(t *testing.T) {
 			reason: "ApplierSetInvalid", msg: "does not render"},
 		{name: "template that does not parse", g: Generic{Set: set("/spec/image", "{{ .Digest")}, obj: widget(1, nil),
 			reason: "ApplierSetInvalid", msg: "does not parse"},
+		{name: "a loop is not a substitution", g: Generic{Set: set("/spec/image", "{{ range 3 }}{{ .Digest }}{{ end }}")}, obj: widget(1, nil),
+			reason: "ApplierSetInvalid", msg: "is not a substitution"},
 		{name: "status is never written", g: Generic{Set: set("/status/image", "{{ .Digest }}")}, obj: widget(1, nil),
 			reason: "ApplierSetInvalid", msg: "never writes status"},
 		{name: "other metadata is never written", g: Generic{Set: set("/metadata/name", "{{ .Digest }}")}, obj: widget(1, nil),

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/stagecoach-dev/stagecoach/api/v1alpha1"
+	"github.com/stagecoach-dev/stagecoach/internal/subst"
 )
 
 // maxBodyBytes bounds how much of a response is read: a health endpoint answering megabytes is
@@ -70,15 +70,16 @@ func (r *Runner) prepareHTTP(spec *v1alpha1.HTTPCheck, in Input) (*httpCheck, er
 		Version: in.Version, Digest: in.Digest, Phase: string(in.Phase)}
 	// Only URLs with an action are templates, so a literal URL is never misread.
 	if strings.Contains(h.url, "{{") {
-		tmpl, err := template.New("url").Option("missingkey=error").Parse(h.url)
+		const fields = "use {{.Version}}, {{.Digest}}, {{.Stage}}, {{.Namespace}}, {{.Environment}}, {{.Service}} or {{.Phase}}"
+		tmpl, err := subst.Parse("url", h.url, fields)
 		if err != nil {
-			return nil, fmt.Errorf("url %q is not a valid template: %v; use {{.Version}}, {{.Digest}}, {{.Stage}}, {{.Namespace}}, {{.Environment}}, {{.Service}} or {{.Phase}}", spec.URL, err)
+			return nil, fmt.Errorf("url %q is not a valid template: %v; %s", spec.URL, err, fields)
 		}
-		var b strings.Builder
-		if err := tmpl.Execute(&b, data); err != nil {
+		rendered, err := tmpl.Execute(data)
+		if err != nil {
 			return nil, fmt.Errorf("url %q: %v; the fields are .Version, .Digest, .Stage, .Namespace, .Environment, .Service and .Phase", spec.URL, err)
 		}
-		h.url = b.String()
+		h.url = rendered
 	}
 	u, err := url.Parse(h.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

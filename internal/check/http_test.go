@@ -203,6 +203,13 @@ func TestHTTPCheck(t *testing.T) {
 			wantMessage:  []string{`check "smoke" cannot run: url`, "can't evaluate field Tag", ".Version"},
 		},
 		{
+			name:         "a URL template that loops is not attempted",
+			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, "")(w, r) },
+			http:         v1alpha1.HTTPCheck{URL: "/versions/{{ range 3 }}{{.Version}}{{ end }}"},
+			wantAttempts: 0,
+			wantMessage:  []string{`check "smoke" cannot run: url`, "is not a substitution"},
+		},
+		{
 			name:         "URL template that does not parse is not attempted",
 			handler:      func(_ int64, w http.ResponseWriter, r *http.Request) { answer(200, "")(w, r) },
 			http:         v1alpha1.HTTPCheck{URL: "/versions/{{.Version"},

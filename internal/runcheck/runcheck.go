@@ -6,13 +6,11 @@
 package runcheck
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +27,7 @@ import (
 	"github.com/stagecoach-dev/stagecoach/internal/applier"
 	"github.com/stagecoach-dev/stagecoach/internal/authz"
 	"github.com/stagecoach-dev/stagecoach/internal/check"
+	"github.com/stagecoach-dev/stagecoach/internal/subst"
 )
 
 // VerdictAnnotation on a run object is the verdict the controller read from it (passed, failed,
@@ -197,15 +196,16 @@ func renderValue(v any, path string, data templateData) (any, error) {
 		if !strings.Contains(v, "{{") {
 			return v, nil
 		}
-		tmpl, err := template.New(path).Option("missingkey=error").Parse(v)
+		const fields = "it may use .Version, .Digest, .Revision, .Stage, .Namespace, .Environment, .Service and .Promotion"
+		tmpl, err := subst.Parse(path, v, fields)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		var buf bytes.Buffer
-		if err := tmpl.Execute(&buf, data); err != nil {
-			return nil, fmt.Errorf("%s: %w (it may use .Version, .Digest, .Revision, .Stage, .Namespace, .Environment, .Service and .Promotion)", path, err)
+		out, err := tmpl.Execute(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (%s)", path, err, fields)
 		}
-		return buf.String(), nil
+		return out, nil
 	default:
 		return v, nil
 	}

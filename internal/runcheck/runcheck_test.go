@@ -38,6 +38,7 @@ func TestRender(t *testing.T) {
 		{name: "an unknown name names where it is", raw: `{"spec":{"args":["ok","{{.Versoin}}"]}}`,
 			wantErr: `spec.args[1]: template: spec.args[1]:1:2: executing "spec.args[1]" at <.Versoin>: can't evaluate field Versoin`},
 		{name: "a malformed template", raw: `{"spec":{"image":"{{.Digest"}}`, wantErr: `spec.image: template: spec.image:1: unclosed action`},
+		{name: "a loop is not a substitution", raw: `{"spec":{"args":["{{ range 3 }}{{ .Digest }}{{ end }}"]}}`, wantErr: `spec.args[0]: "{{range 3}}{{.Digest}}{{end}}" is not a substitution`},
 		{name: "not an object", raw: `[1]`, wantErr: "it is not a JSON object"},
 	}
 	for _, tt := range tests {
