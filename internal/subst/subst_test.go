@@ -22,7 +22,13 @@ func TestParse(t *testing.T) {
 		{name: "a pipeline", text: "{{ .Digest | print }}", wantErr: "is not a substitution"},
 		{name: "a variable", text: "{{ $x := .Digest }}{{ $x }}", wantErr: "is not a substitution"},
 		{name: "a nested field", text: "{{ .Digest.Len }}", wantErr: "is not a substitution"},
-		{name: "a condition", text: "{{ if .Digest }}x{{ end }}", wantErr: "is not a substitution"},
+		{name: "a constant", text: `{{ "x" }}`, want: "x"},
+		{name: "a condition on a comparison", text: `{{ if eq .Version "v1" }}--fail{{ else }}--pass{{ end }}`, want: "--fail"},
+		{name: "a condition on a field, nested", text: `{{ if .Digest }}{{ if and (ne .Version "v2") (not false) }}{{ .Version }}{{ end }}{{ end }}`, want: "v1"},
+		{name: "a condition calling a function", text: `{{ if eq (printf "%s" .Version) "v1" }}x{{ end }}`, wantErr: "is not a substitution"},
+		{name: "a loop inside a condition", text: `{{ if .Digest }}{{ range 3 }}x{{ end }}{{ end }}`, wantErr: "is not a substitution"},
+		{name: "a length", text: `{{ if eq (len .Digest) 11 }}x{{ end }}`, wantErr: "is not a substitution"},
+		{name: "a with", text: `{{ with .Digest }}x{{ end }}`, wantErr: "is not a substitution"},
 		{name: "a template call", text: `{{ define "a" }}{{ template "a" }}{{ end }}{{ template "a" }}`, wantErr: "is not a substitution"},
 		{name: "the data itself", text: "{{ . }}", wantErr: "is not a substitution"},
 		{name: "a comment", text: "v{{/* note */}}1", want: "v1"},
@@ -51,6 +57,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("ghcr.io/acme/web@{{ .Digest }}")
 	f.Add("{{ range 3 }}{{ .Digest }}{{ end }}")
 	f.Add("{{- .Version -}}")
+	f.Add(`{{ if eq .Version "v1" }}--fail{{ else }}{{ .Digest }}{{ end }}`)
 	f.Add("{{")
 	f.Fuzz(func(t *testing.T, text string) {
 		tmpl, err := Parse("value", text, "")
@@ -61,6 +68,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Each action prints at most a field, a constant from the text, or nothing.
 		if len(out) > len(text)+len("sha256:0123")*strings.Count(text, "{{") {
 			t.Fatalf("%q rendered %d bytes", text, len(out))
 		}
